@@ -1,0 +1,5 @@
+//! One module per subcommand, composing the reader, the evidence sources and the
+//! verdict. Each returns the [`Exit`](crate::exit::Exit) it decided; printing is
+//! done here, exiting only in `main`.
+
+pub mod inspect;

@@ -1,0 +1,61 @@
+//! The binary: parse, start telemetry, dispatch, and map the outcome to an exit
+//! code. This is the only place exit codes are decided.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use etcd_member_agent::cli::{Cli, Command};
+use etcd_member_agent::cmd;
+use etcd_member_agent::exit::Exit;
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().flatten_event(true).init();
+    }
+}
+
+fn not_yet(what: &str) -> anyhow::Result<Exit> {
+    eprintln!("etcd-member-agent {what}: not implemented yet");
+    Ok(Exit::Usage)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                Exit::Usage.into()
+            } else {
+                Exit::Ok.into()
+            };
+        }
+    };
+    init_tracing();
+    let result = match &cli.command {
+        Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Preflight(_) => not_yet("preflight"),
+        Command::Restore(_) => not_yet("restore"),
+        Command::Wipe(_) => not_yet("wipe"),
+        Command::VerifyWipe(_) => not_yet("verify-wipe"),
+        Command::Install(_) => not_yet("install"),
+        Command::PodCheck(_) => not_yet("pod-check"),
+        Command::Serve(_) => not_yet("serve"),
+    };
+    match result {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "internal error");
+            eprintln!("etcd-member-agent: internal error: {e:#}");
+            Exit::Internal.into()
+        }
+    }
+}
