@@ -8,5 +8,6 @@ pub mod cli;
 pub mod cmd;
 pub mod disk;
 pub mod duration;
+pub mod evidence;
 pub mod exit;
 pub mod output;
