@@ -1,1 +1,181 @@
-//! placeholder
+//! How etcd derives identities, so the agent can predict them without etcd:
+//! a bootstrap member's ID is the first 8 bytes (big-endian) of
+//! `sha1(sorted peer URLs joined + cluster token)`, and the cluster ID is the first
+//! 8 bytes of `sha1(sorted member IDs as 8-byte big-endian)`. Members added later
+//! with `member add` get a timestamp mixed in and cannot be predicted.
+
+use std::collections::BTreeMap;
+
+use sha1::{Digest, Sha1};
+
+/// A malformed `--initial-cluster` or peer URL list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// An entry of `--initial-cluster` is not `name=url`.
+    #[error("--initial-cluster entry {entry:?} is not name=url")]
+    BadEntry {
+        /// The offending entry.
+        entry: String,
+    },
+    /// A URL without a scheme or host.
+    #[error("{url:?} is not a URL (expected scheme://host:port)")]
+    BadUrl {
+        /// The offending URL.
+        url: String,
+    },
+    /// Nothing to derive from.
+    #[error("no peer URLs given")]
+    Empty,
+}
+
+/// Normalises a URL the way Go's `url.Parse(...).String()` does for the URLs etcd
+/// accepts: the scheme is lower-cased, the rest is kept.
+pub fn normalize_url(url: &str) -> Result<String, IdError> {
+    let url = url.trim();
+    let bad = || IdError::BadUrl {
+        url: url.to_string(),
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    if scheme.is_empty() || rest.is_empty() || rest.starts_with('/') {
+        return Err(bad());
+    }
+    Ok(format!("{}://{rest}", scheme.to_ascii_lowercase()))
+}
+
+/// Parses a comma-separated URL list, normalised, in the order given.
+pub fn parse_urls(list: &str) -> Result<Vec<String>, IdError> {
+    let urls = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(normalize_url)
+        .collect::<Result<Vec<_>, _>>()?;
+    if urls.is_empty() {
+        return Err(IdError::Empty);
+    }
+    Ok(urls)
+}
+
+/// Parses `name=url,name=url2,...` into name → peer URLs (a name may repeat to
+/// give several URLs, as etcd allows).
+pub fn parse_initial_cluster(s: &str) -> Result<BTreeMap<String, Vec<String>>, IdError> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, url) = entry.split_once('=').ok_or_else(|| IdError::BadEntry {
+            entry: entry.to_string(),
+        })?;
+        if name.is_empty() {
+            return Err(IdError::BadEntry {
+                entry: entry.to_string(),
+            });
+        }
+        out.entry(name.to_string())
+            .or_default()
+            .push(normalize_url(url)?);
+    }
+    if out.is_empty() {
+        return Err(IdError::Empty);
+    }
+    Ok(out)
+}
+
+fn first8(digest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(b)
+}
+
+/// The ID etcd gives a member at bootstrap (or at restore) from its peer URLs and
+/// the cluster token.
+pub fn member_id(peer_urls: &[String], token: &str) -> u64 {
+    let mut urls: Vec<&str> = peer_urls.iter().map(String::as_str).collect();
+    urls.sort_unstable();
+    let mut h = Sha1::new();
+    for u in urls {
+        h.update(u.as_bytes());
+    }
+    h.update(token.as_bytes());
+    first8(&h.finalize())
+}
+
+/// The cluster ID etcd derives from its member IDs.
+pub fn cluster_id(member_ids: &[u64]) -> u64 {
+    let mut ids = member_ids.to_vec();
+    ids.sort_unstable();
+    let mut h = Sha1::new();
+    for id in ids {
+        h.update(id.to_be_bytes());
+    }
+    first8(&h.finalize())
+}
+
+/// The member and cluster IDs etcd will derive when it bootstraps (or restores) a
+/// cluster from `initial_cluster` and `token`.
+pub fn bootstrap_ids(
+    initial_cluster: &BTreeMap<String, Vec<String>>,
+    token: &str,
+) -> BTreeMap<String, u64> {
+    initial_cluster
+        .iter()
+        .map(|(name, urls)| (name.clone(), member_id(urls, token)))
+        .collect()
+}
+
+/// Parses a 16-digit hex ID as the operator and etcd print them (`%016x`); an
+/// unpadded form is accepted too. Empty means "not known".
+pub fn parse_hex_id(s: &str) -> Result<Option<u64>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    u64::from_str_radix(s, 16)
+        .map(Some)
+        .map_err(|e| format!("{s:?} is not a hex ID: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_the_reference_test_vector() {
+        let m = member_id(&["http://localhost:2380".into()], "etcd-cluster");
+        assert_eq!(format!("{m:016x}"), "8e9e05c52164694d");
+        assert_eq!(format!("{:016x}", cluster_id(&[m])), "cdf818194e3a8c32");
+    }
+
+    #[test]
+    fn order_of_urls_and_members_does_not_matter() {
+        let a = member_id(&["http://b:2380".into(), "http://a:2380".into()], "t");
+        let b = member_id(&["http://a:2380".into(), "http://b:2380".into()], "t");
+        assert_eq!(a, b);
+        assert_eq!(cluster_id(&[1, 2, 3]), cluster_id(&[3, 1, 2]));
+    }
+
+    #[test]
+    fn token_changes_the_id() {
+        let u = vec!["http://a:2380".to_string()];
+        assert_ne!(member_id(&u, "t1"), member_id(&u, "t2"));
+    }
+
+    #[test]
+    fn parses_initial_cluster_with_repeated_names() {
+        let m = parse_initial_cluster("a=http://a:2380, b=HTTP://b:2380,a=http://a2:2380").unwrap();
+        assert_eq!(m["a"], vec!["http://a:2380", "http://a2:2380"]);
+        assert_eq!(m["b"], vec!["http://b:2380"]);
+        assert!(parse_initial_cluster("nourl").is_err());
+        assert!(parse_initial_cluster("=http://x:1").is_err());
+        assert!(parse_initial_cluster("a=x").is_err());
+        assert!(parse_initial_cluster("").is_err());
+    }
+
+    #[test]
+    fn hex_ids() {
+        assert_eq!(
+            parse_hex_id("8e9e05c52164694d").unwrap(),
+            Some(0x8e9e05c52164694d)
+        );
+        assert_eq!(parse_hex_id("").unwrap(), None);
+        assert!(parse_hex_id("xyz").is_err());
+    }
+}
