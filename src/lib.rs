@@ -11,3 +11,4 @@ pub mod duration;
 pub mod evidence;
 pub mod exit;
 pub mod output;
+pub mod verdict;
