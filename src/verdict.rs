@@ -480,6 +480,8 @@ mod tests {
 
     const ME: &str = "http://m1:2380";
 
+    type Setter = Box<dyn Fn(&mut Inputs)>;
+
     fn me() -> SelfFacts {
         SelfFacts {
             name: Some("m1".into()),
@@ -584,7 +586,7 @@ mod tests {
 
     #[test]
     fn row_initialized_foreign_by_each_source() {
-        let cases: Vec<Box<dyn Fn(&mut Inputs)>> = vec![
+        let cases: Vec<Setter> = vec![
             Box::new(|i| i.operator = op(false, Some(2), None)),
             Box::new(|i| i.operator = op(false, None, Some(8))),
             Box::new(|i| i.live = live(8, &[])),
@@ -622,7 +624,7 @@ mod tests {
 
     #[test]
     fn empty_member_that_started_before_is_refused_by_any_one_source() {
-        let cases: Vec<Box<dyn Fn(&mut Inputs)>> = vec![
+        let cases: Vec<Setter> = vec![
             Box::new(|i| i.operator = op(false, Some(1), None)),
             Box::new(|i| i.live = live(9, &[(1, "m1", ME, true)])),
             Box::new(|i| i.hint_member_id = Some(1)),
@@ -638,7 +640,7 @@ mod tests {
 
     #[test]
     fn empty_seed_of_a_formed_cluster_is_refused() {
-        let cases: Vec<Box<dyn Fn(&mut Inputs)>> = vec![
+        let cases: Vec<Setter> = vec![
             Box::new(|i| i.operator = op(true, None, Some(9))),
             Box::new(|i| i.operator = op(true, Some(1), Some(9))),
             Box::new(|i| i.hint_cluster_id = Some(9)),
