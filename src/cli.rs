@@ -126,7 +126,7 @@ pub struct EtcdConnArgs {
 #[derive(Debug, Clone, Args)]
 pub struct KubeArgs {
     /// Read the EtcdMember/EtcdCluster records [default: on when a service-account token is mounted].
-    #[arg(long, env = "AGENT_KUBE")]
+    #[arg(long, env = "AGENT_KUBE", num_args = 0..=1, default_missing_value = "true")]
     pub kube: Option<bool>,
     /// The Pod's name, which is also its EtcdMember's name [default: --name].
     #[arg(long, env = "POD_NAME")]
@@ -164,13 +164,9 @@ pub struct PreflightArgs {
     /// The whole command's time budget (5, 5s, 500ms, 1m).
     #[arg(long, env = "AGENT_TIMEOUT", default_value = "30s", value_parser = crate::duration::parse)]
     pub timeout: Duration,
-    /// Where to write the verdict for the sidecar.
-    #[arg(
-        long,
-        env = "AGENT_VERDICT_FILE",
-        default_value = "/run/etcd-agent/preflight.json"
-    )]
-    pub verdict_file: PathBuf,
+    /// Where to write the verdict for the sidecar [default: /run/etcd-agent/preflight.json when that directory exists].
+    #[arg(long, env = "AGENT_VERDICT_FILE")]
+    pub verdict_file: Option<PathBuf>,
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
     #[arg(long, env = "TERMINATION_LOG")]
     pub termination_log: Option<PathBuf>,
