@@ -121,18 +121,6 @@ pub fn bootstrap_ids(
         .collect()
 }
 
-/// Parses a 16-digit hex ID as the operator and etcd print them (`%016x`); an
-/// unpadded form is accepted too. Empty means "not known".
-pub fn parse_hex_id(s: &str) -> Result<Option<u64>, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    u64::from_str_radix(s, 16)
-        .map(Some)
-        .map_err(|e| format!("{s:?} is not a hex ID: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,15 +155,5 @@ mod tests {
         assert!(parse_initial_cluster("=http://x:1").is_err());
         assert!(parse_initial_cluster("a=x").is_err());
         assert!(parse_initial_cluster("").is_err());
-    }
-
-    #[test]
-    fn hex_ids() {
-        assert_eq!(
-            parse_hex_id("8e9e05c52164694d").unwrap(),
-            Some(0x8e9e05c52164694d)
-        );
-        assert_eq!(parse_hex_id("").unwrap(), None);
-        assert!(parse_hex_id("xyz").is_err());
     }
 }

@@ -1,0 +1,684 @@
+//! The live cluster as its members see it: a *serializable* `MemberList` and a
+//! `Status`, from whichever of the given endpoints answers first.
+//!
+//! Shaped by three facts about where this runs:
+//!
+//! * a peer may be black-holed (a Service with no ready endpoints behind a load
+//!   balancer, a node gone silent): TCP connects and nothing ever answers. Every
+//!   step — connect, authenticate, each RPC — is bounded by the caller's deadline
+//!   with `tokio::time::timeout_at`, not only by the client's own timeouts;
+//! * a member without quorum must still be heard: the question is "does this
+//!   member appear, and has it started", which the member answers from its local
+//!   membership. etcd-client 0.21 sends `MemberListRequest { linearizable: false }`
+//!   (hard-coded; etcd 3.4 ignores the field and answers locally anyway), so no
+//!   leader is needed. Go's clientv3 3.5 sends `linearizable: true`, which fails
+//!   without a leader;
+//! * the endpoints are tried concurrently, each with its own client, so that the
+//!   answer names the endpoint that gave it and one dead peer cannot spend the
+//!   budget of the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use serde::Serialize;
+use tokio::task::JoinSet;
+use tokio::time::{timeout_at, Instant};
+
+use super::remaining;
+
+/// How to reach the live cluster: the `--endpoints`/`--peer-endpoints` URLs and the
+/// same TLS and auth flags as etcdctl.
+#[derive(Clone, Default)]
+pub struct EtcdConn {
+    /// Client URLs, tried concurrently. An endpoint without a scheme is `https://`
+    /// when a CA or client certificate is given, `http://` otherwise.
+    pub endpoints: Vec<String>,
+    /// CA bundle (PEM) that signed the servers' certificates.
+    pub ca: Option<PathBuf>,
+    /// Client certificate (PEM), for clusters started with `--client-cert-auth`.
+    pub cert: Option<PathBuf>,
+    /// Key (PEM) of the client certificate.
+    pub key: Option<PathBuf>,
+    /// etcd user, when the cluster has auth enabled.
+    pub user: Option<String>,
+    /// Password of `user`.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdConn")
+            .field("endpoints", &self.endpoints)
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// One entry of the member list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveMember {
+    /// Member ID.
+    #[serde(with = "crate::output::serde_hex")]
+    pub id: u64,
+    /// `--name`; empty until the member has started once.
+    pub name: String,
+    /// Peer URLs, known from the moment the member was added.
+    pub peer_urls: Vec<String>,
+    /// Client URLs; empty until the member has started once.
+    pub client_urls: Vec<String>,
+    /// A raft learner (non-voting).
+    pub is_learner: bool,
+    /// The member has started at least once: it published its name and client
+    /// URLs. An added-but-never-started member has neither.
+    pub started: bool,
+}
+
+impl LiveMember {
+    /// Builds an entry, deriving `started` the way etcd's own tooling does.
+    pub fn new(
+        id: u64,
+        name: String,
+        peer_urls: Vec<String>,
+        client_urls: Vec<String>,
+        is_learner: bool,
+    ) -> Self {
+        let started = !name.is_empty() && !client_urls.is_empty();
+        LiveMember {
+            id,
+            name,
+            peer_urls,
+            client_urls,
+            is_learner,
+            started,
+        }
+    }
+}
+
+/// What one member of the live cluster said about the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveCluster {
+    /// The endpoint that answered, as given.
+    pub endpoint: String,
+    /// Cluster ID from the response header.
+    #[serde(with = "crate::output::serde_hex")]
+    pub cluster_id: u64,
+    /// The membership as the responder knows it.
+    pub members: Vec<LiveMember>,
+    /// The leader the responder knows of; `None` when it has none or `Status`
+    /// did not answer.
+    #[serde(with = "crate::output::serde_hex::option")]
+    pub leader: Option<u64>,
+    /// Responder's raft term (`Status`); `None` when `Status` did not answer.
+    pub raft_term: Option<u64>,
+    /// Responder's raft index (`Status`); `None` when `Status` did not answer.
+    pub raft_index: Option<u64>,
+    /// Member ID of the responder, from the response header.
+    #[serde(with = "crate::output::serde_hex")]
+    pub responder_member_id: u64,
+}
+
+impl LiveCluster {
+    /// The entry with this `--name`. Only started members have a name.
+    pub fn member_named(&self, name: &str) -> Option<&LiveMember> {
+        if name.is_empty() {
+            return None;
+        }
+        self.members.iter().find(|m| m.name == name)
+    }
+
+    /// The entry advertising any of these peer URLs: how to find a member that
+    /// was added but never started (it has no name yet).
+    pub fn member_with_peer_urls(&self, peer_urls: &[String]) -> Option<&LiveMember> {
+        self.members
+            .iter()
+            .find(|m| m.peer_urls.iter().any(|u| peer_urls.contains(u)))
+    }
+
+    /// The entry of the member that answered.
+    pub fn responder(&self) -> Option<&LiveMember> {
+        self.members
+            .iter()
+            .find(|m| m.id == self.responder_member_id)
+    }
+}
+
+/// Why the live cluster could not be heard.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdProbeError {
+    /// No endpoint was configured, so the live cluster was not asked.
+    #[error("no etcd endpoints given")]
+    NoEndpoints,
+    /// A TLS file named on the command line cannot be read or parsed. Nothing was
+    /// asked: this is a configuration error, not an unreachable cluster.
+    #[error("cannot use TLS {role} file {}: {detail}", path.display())]
+    TlsFile {
+        /// Which file: `ca`, `cert` or `key`.
+        role: &'static str,
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+        /// The I/O error, when reading failed.
+        #[source]
+        source: Option<std::io::Error>,
+    },
+    /// A client certificate was given without its key, or a key without its
+    /// certificate.
+    #[error("a client certificate needs its key and a key its certificate (got only the {given})")]
+    TlsIdentityIncomplete {
+        /// `cert` or `key`: the half that was given.
+        given: &'static str,
+    },
+    /// Every endpoint was tried and none answered `MemberList` before the
+    /// deadline.
+    #[error("no etcd endpoint answered MemberList: {}", render_attempts(attempts))]
+    NoEndpointAnswered {
+        /// Each endpoint, in the order given, with why it did not answer.
+        attempts: Vec<(String, String)>,
+    },
+}
+
+fn render_attempts(attempts: &[(String, String)]) -> String {
+    attempts
+        .iter()
+        .map(|(endpoint, why)| format!("{endpoint}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Splits a comma-separated endpoint list, trimming blanks and dropping empty
+/// items. Endpoints are kept as given (no scheme is added here).
+pub fn parse_endpoints(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// How long after the deadline the collector waits for attempts to report.
+const OUTER_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// An error this close to the deadline is the deadline's doing.
+const DEADLINE_EPSILON: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Everything an endpoint attempt needs, prepared once (TLS files are read
+/// before any network I/O so that their errors are reported as such).
+struct Prepared {
+    tls: Option<TlsOptions>,
+    credentials: Option<(String, String)>,
+}
+
+/// Asks the live cluster for its membership and the answering member's status.
+///
+/// The first endpoint whose `MemberList` answers wins; its `Status` is asked at
+/// the same time, and a failed `Status` only leaves `leader`/`raft_*` empty.
+/// Returns no later than `deadline` (plus scheduling slack).
+#[tracing::instrument(skip(conn), fields(endpoints = ?conn.endpoints))]
+pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, EtcdProbeError> {
+    if conn.endpoints.is_empty() {
+        return Err(EtcdProbeError::NoEndpoints);
+    }
+    let prepared = Arc::new(prepare(conn)?);
+
+    let mut attempts: Vec<Option<String>> = vec![None; conn.endpoints.len()];
+    let mut tasks = JoinSet::new();
+    for (i, endpoint) in conn.endpoints.iter().enumerate() {
+        let endpoint = endpoint.clone();
+        let prepared = Arc::clone(&prepared);
+        tasks.spawn(async move { (i, probe_endpoint(&endpoint, &prepared, deadline).await) });
+    }
+
+    loop {
+        // Each task is bounded by the deadline itself and reports why it gave
+        // up; this outer bound, a little later, only guarantees the promise of
+        // this function should a task not keep to it.
+        match timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
+            Ok(Some(Ok((_, Ok(cluster))))) => {
+                tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
+                // Dropping the JoinSet aborts the attempts still running.
+                return Ok(cluster);
+            }
+            Ok(Some(Ok((i, Err(why))))) => {
+                tracing::debug!(endpoint = %conn.endpoints[i], error = %why, "endpoint did not answer");
+                attempts[i] = Some(why);
+            }
+            Ok(Some(Err(join_error))) => {
+                // A panicking attempt is reported against no endpoint in
+                // particular; the others still count.
+                tracing::warn!(error = %join_error, "endpoint attempt failed");
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    tasks.abort_all();
+
+    let attempts = conn
+        .endpoints
+        .iter()
+        .zip(attempts)
+        .map(|(endpoint, why)| {
+            (
+                endpoint.clone(),
+                why.unwrap_or_else(|| "no answer before the deadline".to_owned()),
+            )
+        })
+        .collect();
+    Err(EtcdProbeError::NoEndpointAnswered { attempts })
+}
+
+fn prepare(conn: &EtcdConn) -> Result<Prepared, EtcdProbeError> {
+    let identity = match (&conn.cert, &conn.key) {
+        (Some(cert), Some(key)) => Some(Identity::from_pem(
+            read_pem("cert", cert)?,
+            read_pem("key", key)?,
+        )),
+        (Some(_), None) => return Err(EtcdProbeError::TlsIdentityIncomplete { given: "cert" }),
+        (None, Some(_)) => return Err(EtcdProbeError::TlsIdentityIncomplete { given: "key" }),
+        (None, None) => None,
+    };
+    let ca = match &conn.ca {
+        Some(path) => Some(Certificate::from_pem(read_pem("ca", path)?)),
+        None => None,
+    };
+    let tls = if ca.is_some() || identity.is_some() {
+        let mut tls = TlsOptions::new();
+        if let Some(ca) = ca {
+            tls = tls.ca_certificate(ca);
+        }
+        if let Some(identity) = identity {
+            tls = tls.identity(identity);
+        }
+        Some(tls)
+    } else {
+        None
+    };
+    let credentials = conn
+        .user
+        .as_ref()
+        .map(|user| (user.clone(), conn.password.clone().unwrap_or_default()));
+    Ok(Prepared { tls, credentials })
+}
+
+/// Reads a PEM file and checks it holds at least one PEM block, so a wrong path
+/// or an empty file is reported here and not as a baffling handshake failure.
+fn read_pem(role: &'static str, path: &Path) -> Result<Vec<u8>, EtcdProbeError> {
+    let bytes = std::fs::read(path).map_err(|e| EtcdProbeError::TlsFile {
+        role,
+        path: path.to_owned(),
+        detail: e.to_string(),
+        source: Some(e),
+    })?;
+    let has_block = bytes.windows(11).any(|w| w == b"-----BEGIN ");
+    if !has_block {
+        return Err(EtcdProbeError::TlsFile {
+            role,
+            path: path.to_owned(),
+            detail: "no PEM block in the file".to_owned(),
+            source: None,
+        });
+    }
+    Ok(bytes)
+}
+
+/// One endpoint: connect (and authenticate), then `MemberList` and `Status`
+/// concurrently. Errors are rendered to text: they end up in a report, and
+/// etcd-client's error type is not part of this module's API.
+async fn probe_endpoint(
+    endpoint: &str,
+    prepared: &Prepared,
+    deadline: Instant,
+) -> Result<LiveCluster, String> {
+    let mut client = match connect(endpoint, prepared, prepared.credentials.clone(), deadline).await
+    {
+        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
+            // etcdctl and clientv3 treat "auth not enabled" as "no token needed";
+            // etcd-client fails the connect instead. MemberList and Status need
+            // no auth, so carry on anonymously.
+            tracing::debug!(endpoint, "auth is not enabled; asking anonymously");
+            connect(endpoint, prepared, None, deadline).await?
+        }
+        other => other?,
+    };
+
+    let mut cluster_client = client.cluster_client();
+    let member_list = async {
+        match timeout_at(deadline, cluster_client.member_list()).await {
+            Ok(Ok(resp)) => Ok(resp),
+            // The client's own timeout (set to the time left) fires at the
+            // deadline too; say so plainly.
+            Ok(Err(e)) if remaining(deadline) < DEADLINE_EPSILON => Err(format!(
+                "MemberList: no answer before the deadline ({})",
+                describe_error(&e)
+            )),
+            Ok(Err(e)) => Err(format!("MemberList failed: {}", describe_error(&e))),
+            Err(_) => Err("MemberList: no answer before the deadline".to_owned()),
+        }
+    };
+    let status = async {
+        match timeout_at(deadline, client.status()).await {
+            Ok(Ok(resp)) => Some(resp),
+            Ok(Err(e)) => {
+                tracing::debug!(endpoint, error = %describe_error(&e), "Status failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(endpoint, "Status: no answer before the deadline");
+                None
+            }
+        }
+    };
+    let (members, status) = tokio::try_join!(member_list, async { Ok::<_, String>(status.await) })?;
+
+    let header = members
+        .header()
+        .ok_or_else(|| "MemberList answered without a response header".to_owned())?;
+    let members_out = members
+        .members()
+        .iter()
+        .map(|m| {
+            LiveMember::new(
+                m.id(),
+                m.name().to_owned(),
+                m.peer_urls().to_vec(),
+                m.client_urls().to_vec(),
+                m.is_learner(),
+            )
+        })
+        .collect();
+    Ok(LiveCluster {
+        endpoint: endpoint.to_owned(),
+        cluster_id: header.cluster_id(),
+        members: members_out,
+        leader: status.as_ref().map(|s| s.leader()).filter(|&l| l != 0),
+        raft_term: status.as_ref().map(|s| s.raft_term()),
+        raft_index: status.as_ref().map(|s| s.raft_index()),
+        responder_member_id: header.member_id(),
+    })
+}
+
+async fn connect(
+    endpoint: &str,
+    prepared: &Prepared,
+    credentials: Option<(String, String)>,
+    deadline: Instant,
+) -> Result<Client, String> {
+    let left = remaining(deadline);
+    if left.is_zero() {
+        return Err("no time left to connect".to_owned());
+    }
+    // The client's own timeouts are a second line; timeout_at below is the one
+    // that holds, because a connect may be lazy and a call may wait for a
+    // channel that never becomes ready.
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(left)
+        .with_timeout(left);
+    // etcd-client refuses TLS options on an explicit http:// URL; a mixed list
+    // (a plaintext local member, TLS peers) is legitimate.
+    if !endpoint.starts_with("http://") {
+        if let Some(tls) = &prepared.tls {
+            options = options.with_tls(tls.clone());
+        }
+    }
+    if let Some((user, password)) = credentials {
+        options = options.with_user(user, password);
+    }
+    match timeout_at(deadline, Client::connect([endpoint], Some(options))).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) if remaining(deadline) < DEADLINE_EPSILON => Err(format!(
+            "connect: no answer before the deadline ({})",
+            describe_error(&e)
+        )),
+        Ok(Err(e)) => Err(describe_connect_error(&e)),
+        Err(_) => Err("connect: no answer before the deadline".to_owned()),
+    }
+}
+
+fn describe_connect_error(e: &etcd_client::Error) -> String {
+    match e {
+        etcd_client::Error::GRpcStatus(_) => {
+            format!("connect (authenticate) failed: {}", describe_error(e))
+        }
+        other => format!("connect failed: {}", describe_error(other)),
+    }
+}
+
+/// An etcd-client error with its causes: the top level of a transport error
+/// says little ("transport error"); the cause (connection refused, unknown CA)
+/// is what an operator needs.
+fn describe_error(e: &etcd_client::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let head = match e {
+        etcd_client::Error::GRpcStatus(status) => status.message().to_owned(),
+        other => other.to_string(),
+    };
+    parts.push(head);
+    let mut source = std::error::Error::source(e);
+    if let etcd_client::Error::GRpcStatus(status) = e {
+        source = std::error::Error::source(status);
+    }
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+fn is_auth_not_enabled(rendered: &str) -> bool {
+    rendered.contains("authentication is not enabled")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn endpoints_are_split_trimmed_and_kept_as_given() {
+        assert_eq!(
+            parse_endpoints(" https://a:2379 ,b:2379,, http://c:2379 "),
+            vec!["https://a:2379", "b:2379", "http://c:2379"]
+        );
+        assert!(parse_endpoints("").is_empty());
+        assert!(parse_endpoints(" , ,").is_empty());
+    }
+
+    #[test]
+    fn a_member_is_started_only_with_a_name_and_client_urls() {
+        let peer = vec!["http://10.0.0.1:2380".to_owned()];
+        let client = vec!["http://10.0.0.1:2379".to_owned()];
+        assert!(LiveMember::new(1, "m0".into(), peer.clone(), client.clone(), false).started);
+        assert!(!LiveMember::new(1, String::new(), peer.clone(), Vec::new(), false).started);
+        assert!(!LiveMember::new(1, "m0".into(), peer.clone(), Vec::new(), false).started);
+        assert!(!LiveMember::new(1, String::new(), peer, client, false).started);
+    }
+
+    #[test]
+    fn ids_serialize_as_hex() {
+        let cluster = LiveCluster {
+            endpoint: "http://127.0.0.1:2379".into(),
+            cluster_id: 0xcdf818194e3a8c32,
+            members: vec![LiveMember::new(
+                0x8e9e05c52164694d,
+                "m0".into(),
+                vec!["http://127.0.0.1:2380".into()],
+                vec!["http://127.0.0.1:2379".into()],
+                false,
+            )],
+            leader: None,
+            raft_term: Some(2),
+            raft_index: None,
+            responder_member_id: 0x8e9e05c52164694d,
+        };
+        let v = serde_json::to_value(&cluster).unwrap_or_default();
+        assert_eq!(v["cluster_id"], "cdf818194e3a8c32");
+        assert_eq!(v["members"][0]["id"], "8e9e05c52164694d");
+        assert_eq!(v["members"][0]["started"], true);
+        assert_eq!(v["leader"], serde_json::Value::Null);
+        assert_eq!(v["responder_member_id"], "8e9e05c52164694d");
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let conn = EtcdConn {
+            password: Some("hunter2".into()),
+            ..EtcdConn::default()
+        };
+        assert!(!format!("{conn:?}").contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn no_endpoints_is_its_own_error() {
+        let err = probe(
+            &EtcdConn::default(),
+            Instant::now() + Duration::from_secs(1),
+        )
+        .await;
+        assert!(matches!(err, Err(EtcdProbeError::NoEndpoints)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn unreadable_tls_files_are_reported_before_any_network_io() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let missing = dir.path().join("ca.crt");
+        let conn = EtcdConn {
+            endpoints: vec!["https://127.0.0.1:1".into()],
+            ca: Some(missing.clone()),
+            ..EtcdConn::default()
+        };
+        match probe(&conn, Instant::now() + Duration::from_secs(5)).await {
+            Err(EtcdProbeError::TlsFile { role, path, .. }) => {
+                assert_eq!(role, "ca");
+                assert_eq!(path, missing);
+            }
+            other => panic!("expected TlsFile, got {other:?}"),
+        }
+
+        let not_pem = dir.path().join("tls.crt");
+        std::fs::write(&not_pem, b"not a certificate").unwrap_or_else(|e| panic!("{e}"));
+        let conn = EtcdConn {
+            endpoints: vec!["https://127.0.0.1:1".into()],
+            cert: Some(not_pem.clone()),
+            key: Some(not_pem),
+            ..EtcdConn::default()
+        };
+        let err = probe(&conn, Instant::now() + Duration::from_secs(5)).await;
+        assert!(
+            matches!(err, Err(EtcdProbeError::TlsFile { role: "cert", .. })),
+            "{err:?}"
+        );
+
+        let conn = EtcdConn {
+            endpoints: vec!["https://127.0.0.1:1".into()],
+            key: Some(dir.path().join("tls.key")),
+            ..EtcdConn::default()
+        };
+        let err = probe(&conn, Instant::now() + Duration::from_secs(5)).await;
+        assert!(
+            matches!(
+                err,
+                Err(EtcdProbeError::TlsIdentityIncomplete { given: "key" })
+            ),
+            "{err:?}"
+        );
+    }
+
+    /// A listener that accepts and then holds every connection without a byte:
+    /// what a black-holed peer looks like from the client.
+    async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local_addr: {e}"));
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        (format!("http://{addr}"), task)
+    }
+
+    #[tokio::test]
+    async fn a_black_holed_endpoint_cannot_outlast_the_deadline() {
+        let (endpoint, task) = black_hole().await;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(800);
+        let conn = EtcdConn {
+            endpoints: vec![endpoint.clone()],
+            ..EtcdConn::default()
+        };
+        let result = probe(&conn, deadline).await;
+        let finished = Instant::now();
+        task.abort();
+        assert!(
+            finished <= deadline + Duration::from_millis(200),
+            "probe took {:?}",
+            finished - started
+        );
+        match result {
+            Err(EtcdProbeError::NoEndpointAnswered { attempts }) => {
+                assert_eq!(attempts.len(), 1);
+                assert_eq!(attempts[0].0, endpoint);
+                assert!(attempts[0].1.contains("deadline"), "{attempts:?}");
+            }
+            other => panic!("expected NoEndpointAnswered, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_black_holed_endpoint_with_credentials_cannot_outlast_the_deadline() {
+        // With a user, connect authenticates eagerly: that RPC must be bounded too.
+        let (endpoint, task) = black_hole().await;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(800);
+        let conn = EtcdConn {
+            endpoints: vec![endpoint],
+            user: Some("root".into()),
+            password: Some("secret".into()),
+            ..EtcdConn::default()
+        };
+        let result = probe(&conn, deadline).await;
+        task.abort();
+        assert!(Instant::now() <= deadline + Duration::from_millis(200));
+        assert!(
+            matches!(result, Err(EtcdProbeError::NoEndpointAnswered { .. })),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_failed_endpoint_is_listed_in_order() {
+        // A port nobody listens on: bind, learn the port, close.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+            l.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (hole, task) = black_hole().await;
+        let conn = EtcdConn {
+            endpoints: vec![hole.clone(), format!("http://{closed}")],
+            ..EtcdConn::default()
+        };
+        let deadline = Instant::now() + Duration::from_millis(600);
+        let result = probe(&conn, deadline).await;
+        task.abort();
+        assert!(Instant::now() <= deadline + Duration::from_millis(200));
+        match result {
+            Err(EtcdProbeError::NoEndpointAnswered { attempts }) => {
+                let names: Vec<_> = attempts.iter().map(|(e, _)| e.clone()).collect();
+                assert_eq!(names, vec![hole, format!("http://{closed}")]);
+            }
+            other => panic!("expected NoEndpointAnswered, got {other:?}"),
+        }
+    }
+}
