@@ -10,6 +10,7 @@
 pub mod bbolt;
 pub mod ids;
 pub mod layout;
+pub mod lock;
 pub mod pb;
 pub mod reader;
 pub mod snap;
