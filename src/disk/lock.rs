@@ -127,7 +127,6 @@ pub fn held_locks(files: &[PathBuf]) -> Vec<HeldLock> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     #[test]
     fn parses_proc_locks_lines() {
@@ -153,7 +152,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("db");
         std::fs::write(&p, b"x").unwrap();
-        assert!(held_locks(&[p.clone()]).is_empty());
+        assert!(held_locks(std::slice::from_ref(&p)).is_empty());
         // A child process holds the flock, as bbolt inside etcd would.
         // --no-fork: the process we kill is the one holding the lock.
         let mut child = std::process::Command::new("flock")
@@ -166,7 +165,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut seen = Vec::new();
         while std::time::Instant::now() < deadline {
-            seen = held_locks(&[p.clone()]);
+            seen = held_locks(std::slice::from_ref(&p));
             if !seen.is_empty() {
                 break;
             }
@@ -178,6 +177,6 @@ mod tests {
         assert_eq!(seen[0].kind, "FLOCK");
         // We never held a lock ourselves: a flock of our own now succeeds.
         let f = File::open(&p).unwrap();
-        nix::fcntl::flock(f.as_raw_fd(), nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
     }
 }
