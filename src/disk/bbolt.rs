@@ -308,6 +308,13 @@ pub enum BoltError {
     },
 }
 
+impl BoltError {
+    /// True when the cause is a permission problem: unreadable, not corrupt.
+    pub fn is_permission(&self) -> bool {
+        matches!(self, BoltError::Io(e) if e.is_permission())
+    }
+}
+
 /// Printable form of a key: text when it is, hex otherwise.
 fn show(key: &[u8]) -> String {
     match std::str::from_utf8(key) {
