@@ -1,1 +1,623 @@
-//! placeholder
+//! Classification of a data directory exactly as etcd itself would see it, and the
+//! whole offline report (`inspect`) built on the readers.
+//!
+//! etcd's own test for "initialized" is `wal.Exist`: at least one `*.wal` entry in
+//! the WAL dir. With one, every `--initial-*` flag is ignored and the identity
+//! comes from the WAL; without one, etcd bootstraps or joins. So that test decides
+//! `empty` versus everything else here too, and what etcd tolerates (`0.tmp`,
+//! `lost+found`, `*.broken`) is debris, not evidence.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::bbolt::{Backend, Db, KvHash};
+use super::lock::{held_locks, HeldLock};
+use super::snap::{list_snaps, read_snap, SnapFile};
+use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
+use crate::output::serde_hex;
+use crate::verdict::DirState;
+
+/// The directories etcd uses, resolved from `--data-dir` and `--wal-dir`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Paths {
+    /// `--data-dir`.
+    pub data_dir: PathBuf,
+    /// `<data-dir>/member`.
+    pub member_dir: PathBuf,
+    /// `--wal-dir`, or `<data-dir>/member/wal`.
+    pub wal_dir: PathBuf,
+    /// `<data-dir>/member/snap`.
+    pub snap_dir: PathBuf,
+}
+
+impl Paths {
+    /// Resolves the layout for a data dir and an optional dedicated WAL dir.
+    pub fn new(data_dir: &Path, wal_dir: Option<&Path>) -> Paths {
+        let member_dir = data_dir.join("member");
+        Paths {
+            data_dir: data_dir.to_path_buf(),
+            wal_dir: wal_dir.map_or_else(|| member_dir.join("wal"), Path::to_path_buf),
+            snap_dir: member_dir.join("snap"),
+            member_dir,
+        }
+    }
+
+    /// The backend database.
+    pub fn db(&self) -> PathBuf {
+        self.snap_dir.join("db")
+    }
+}
+
+/// What is wrong, with where.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// One sentence.
+    pub message: String,
+    /// The file concerned, when there is one.
+    pub path: Option<PathBuf>,
+    /// The byte offset, when the problem is inside a file.
+    pub offset: Option<u64>,
+}
+
+/// An entry the inspector noticed but etcd would ignore or not expect.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// The entry.
+    pub path: PathBuf,
+    /// `file`, `dir`, `symlink` or `other`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Why it is listed.
+    pub note: &'static str,
+}
+
+/// A member as the directory records it, and where that record came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordedMember {
+    /// Member ID.
+    #[serde(with = "serde_hex")]
+    pub id: u64,
+    /// Name (empty for a member that never started).
+    pub name: String,
+    /// Peer URLs.
+    pub peer_urls: Vec<String>,
+    /// `wal`, `snap` or `backend`.
+    pub source: &'static str,
+}
+
+/// The raft snapshot etcd will start from.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SnapshotPoint {
+    /// Raft index.
+    pub index: u64,
+    /// Raft term.
+    pub term: u64,
+}
+
+/// WAL facts beyond the identity.
+#[derive(Debug, Clone, Serialize)]
+pub struct WalFacts {
+    /// Segment names and sizes, in order.
+    pub segments: Vec<SegmentFacts>,
+    /// Records read.
+    pub records: u64,
+    /// A torn write at the end of the last segment (etcd repairs it on start).
+    pub torn_tail: Option<Problem>,
+}
+
+/// One WAL segment.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentFacts {
+    /// File name.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The whole offline report of a data directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    /// The classification.
+    pub state: DirState,
+    /// The directories looked at.
+    pub paths: Paths,
+    /// Member ID from the WAL metadata.
+    #[serde(with = "serde_hex::option")]
+    pub member_id: Option<u64>,
+    /// Cluster ID from the WAL metadata.
+    #[serde(with = "serde_hex::option")]
+    pub cluster_id: Option<u64>,
+    /// The last HardState.
+    pub hard_state: Option<HardState>,
+    /// Index of the last entry.
+    pub last_index: Option<u64>,
+    /// Term of the last entry.
+    pub last_term: Option<u64>,
+    /// The newest snapshot that has both a WAL record and a `.snap` file.
+    pub snapshot: Option<SnapshotPoint>,
+    /// WAL details.
+    pub wal: Option<WalFacts>,
+    /// `.snap` files present.
+    pub snap_files: Vec<String>,
+    /// bbolt backend facts.
+    pub backend: Option<Backend>,
+    /// `--hash`: what `etcdutl snapshot status` prints for the db.
+    pub kv_hash: Option<KvHash>,
+    /// The membership the directory records (latest record per member).
+    pub membership: Vec<RecordedMember>,
+    /// The peer URLs the directory records for its own member ID.
+    pub self_peer_urls: Option<Vec<String>>,
+    /// An etcd process holds the WAL or backend locks.
+    pub running: bool,
+    /// The locks seen.
+    pub locks: Vec<HeldLock>,
+    /// Entries etcd tolerates or would not expect (reported, not fatal).
+    pub unexpected: Vec<Entry>,
+    /// Why the state is partial, corrupt or unreadable.
+    pub problem: Option<Problem>,
+}
+
+impl Inspection {
+    fn new(paths: &Paths, state: DirState) -> Inspection {
+        Inspection {
+            state,
+            paths: paths.clone(),
+            member_id: None,
+            cluster_id: None,
+            hard_state: None,
+            last_index: None,
+            last_term: None,
+            snapshot: None,
+            wal: None,
+            snap_files: Vec::new(),
+            backend: None,
+            kv_hash: None,
+            membership: Vec::new(),
+            self_peer_urls: None,
+            running: false,
+            locks: Vec::new(),
+            unexpected: Vec::new(),
+            problem: None,
+        }
+    }
+
+    fn fail(
+        mut self,
+        state: DirState,
+        message: String,
+        path: Option<PathBuf>,
+        offset: Option<u64>,
+    ) -> Inspection {
+        self.state = state;
+        self.problem = Some(Problem {
+            message,
+            path,
+            offset,
+        });
+        self
+    }
+}
+
+/// What `inspect` should compute beyond the classification.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Compute the KV hash (reads every key).
+    pub hash: bool,
+}
+
+fn kind_of(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_dir() {
+        "dir"
+    } else if ft.is_file() {
+        "file"
+    } else {
+        "other"
+    }
+}
+
+/// Lists a directory without following symlinks. `Ok(None)` when it does not exist.
+fn list_dir(dir: &Path) -> io::Result<Option<Vec<(String, std::fs::FileType)>>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for e in rd {
+        let e = e?;
+        out.push((e.file_name().to_string_lossy().into_owned(), e.file_type()?));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(out))
+}
+
+fn io_state(e: &io::Error) -> DirState {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        DirState::Unreadable
+    } else if e.raw_os_error() == Some(nix::libc::ELOOP)
+        || e.raw_os_error() == Some(nix::libc::ENOTDIR)
+    {
+        DirState::Corrupt
+    } else {
+        DirState::Unreadable
+    }
+}
+
+/// Inspects a data directory: classification, identity, raft state, backend facts
+/// and locks. Never writes, never locks, never follows a symlink inside the data
+/// dir. Problems become the `state` and `problem` of the report, not errors: every
+/// directory gets a report.
+pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
+    let mut r = Inspection::new(paths, DirState::Empty);
+
+    // The data dir itself may be a symlink (a mount's subPath); entries inside may not.
+    let data_entries = match list_dir(&paths.data_dir) {
+        Ok(Some(e)) => e,
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            let state = io_state(&e);
+            return r.fail(
+                state,
+                format!("cannot list {}: {e}", paths.data_dir.display()),
+                Some(paths.data_dir.clone()),
+                None,
+            );
+        }
+    };
+    let mut member_kind = None;
+    for (name, ft) in &data_entries {
+        let path = paths.data_dir.join(name);
+        match name.as_str() {
+            "member" => member_kind = Some(*ft),
+            "lost+found" => r.unexpected.push(Entry {
+                path,
+                kind: kind_of(ft),
+                note: "file-system debris; etcd ignores it",
+            }),
+            _ if paths.wal_dir.starts_with(&path) => {}
+            _ => r.unexpected.push(Entry {
+                path,
+                kind: kind_of(ft),
+                note: "not written by etcd",
+            }),
+        }
+    }
+    if let Some(ft) = member_kind {
+        if !ft.is_dir() {
+            return r.fail(
+                DirState::Corrupt,
+                format!(
+                    "{} is a {}, not a directory",
+                    paths.member_dir.display(),
+                    kind_of(&ft)
+                ),
+                Some(paths.member_dir.clone()),
+                None,
+            );
+        }
+    }
+
+    // wal.Exist: is there any *.wal in the WAL dir?
+    let wal_entries = match list_dir(&paths.wal_dir) {
+        Ok(e) => e.unwrap_or_default(),
+        Err(e) => {
+            let state = io_state(&e);
+            return r.fail(
+                state,
+                format!("cannot list {}: {e}", paths.wal_dir.display()),
+                Some(paths.wal_dir.clone()),
+                None,
+            );
+        }
+    };
+    let has_wal = wal_entries.iter().any(|(n, _)| n.ends_with(".wal"));
+    for (name, ft) in &wal_entries {
+        if !name.ends_with(".wal") {
+            let note = if name.ends_with(".tmp") {
+                "preallocated WAL segment; etcd reuses or removes it"
+            } else if name.ends_with(".broken") {
+                "a torn tail etcd set aside while repairing"
+            } else {
+                "not a WAL segment"
+            };
+            r.unexpected.push(Entry {
+                path: paths.wal_dir.join(name),
+                kind: kind_of(ft),
+                note,
+            });
+        }
+    }
+    let member_entries = match list_dir(&paths.member_dir) {
+        Ok(e) => e.unwrap_or_default(),
+        Err(e) => {
+            let state = io_state(&e);
+            return r.fail(
+                state,
+                format!("cannot list {}: {e}", paths.member_dir.display()),
+                Some(paths.member_dir.clone()),
+                None,
+            );
+        }
+    };
+    let snap_entries = match list_dir(&paths.snap_dir) {
+        Ok(e) => e.unwrap_or_default(),
+        Err(e) => {
+            let state = io_state(&e);
+            return r.fail(
+                state,
+                format!("cannot list {}: {e}", paths.snap_dir.display()),
+                Some(paths.snap_dir.clone()),
+                None,
+            );
+        }
+    };
+
+    let mut lock_files: Vec<PathBuf> = wal_entries
+        .iter()
+        .filter(|(n, ft)| ft.is_file() && (n.ends_with(".wal") || n.ends_with(".tmp")))
+        .map(|(n, _)| paths.wal_dir.join(n))
+        .collect();
+    if snap_entries.iter().any(|(n, _)| n == "db") {
+        lock_files.push(paths.db());
+    }
+    r.locks = held_locks(&lock_files);
+    r.running = !r.locks.is_empty();
+
+    if !has_wal {
+        if member_kind.is_none() {
+            return r;
+        }
+        let what: Vec<String> = member_entries
+            .iter()
+            .map(|(n, _)| format!("member/{n}"))
+            .chain(snap_entries.iter().map(|(n, _)| format!("member/snap/{n}")))
+            .collect();
+        let why = if member_entries.iter().any(|(n, _)| n == "wal.tmp") {
+            "WAL creation was interrupted (member/wal.tmp)".to_string()
+        } else if snap_entries.iter().any(|(n, _)| n == "db") {
+            "a backend db without a WAL: etcd would bootstrap over a stale db".to_string()
+        } else {
+            format!(
+                "member/ exists without a WAL ({})",
+                if what.is_empty() {
+                    "empty".into()
+                } else {
+                    what.join(", ")
+                }
+            )
+        };
+        return r.fail(DirState::Partial, why, Some(paths.member_dir.clone()), None);
+    }
+
+    // Initialized as far as etcd is concerned: read the WAL.
+    let wal = match wal::read_wal(&paths.wal_dir) {
+        Ok(w) => w,
+        Err(e) => return wal_failure(r, e),
+    };
+    r.member_id = Some(wal.member_id);
+    r.cluster_id = Some(wal.cluster_id);
+    r.hard_state = Some(wal.hard_state);
+    r.last_index = Some(wal.last_index);
+    r.last_term = Some(wal.last_term);
+    r.wal = Some(WalFacts {
+        segments: wal
+            .segments
+            .iter()
+            .map(|s| SegmentFacts {
+                name: s.name.clone(),
+                size: s.size,
+            })
+            .collect(),
+        records: wal.records,
+        torn_tail: wal.torn_tail.as_ref().map(|t| Problem {
+            message: t.detail.clone(),
+            path: Some(t.path.clone()),
+            offset: Some(t.offset),
+        }),
+    });
+    r.state = DirState::Initialized;
+
+    // Snapshots: the newest WAL snapshot record with a .snap file is what etcd loads.
+    let snaps = match list_snaps(&paths.snap_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            let state = if e.is_permission() {
+                DirState::Unreadable
+            } else {
+                DirState::Corrupt
+            };
+            return r.fail(state, e.to_string(), Some(paths.snap_dir.clone()), None);
+        }
+    };
+    r.snap_files = snaps
+        .iter()
+        .filter_map(|s| s.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let commit = wal.hard_state.commit;
+    let in_use = wal
+        .snapshots
+        .iter()
+        .rev()
+        .filter(|s| s.index > 0 && s.index <= commit.max(s.index))
+        .find_map(|s| {
+            snaps
+                .iter()
+                .find(|f| f.index == s.index && f.term == s.term)
+        });
+    let newest_record = wal
+        .snapshots
+        .iter()
+        .filter(|s| s.index > 0)
+        .max_by_key(|s| s.index);
+    let first_segment_index = wal.segments.first().map_or(0, |s| s.first_index);
+    if in_use.is_none() && newest_record.is_some() && first_segment_index > 0 {
+        let s = newest_record.map(|s| (s.term, s.index)).unwrap_or_default();
+        return r.fail(
+            DirState::Corrupt,
+            format!(
+                "the WAL refers to snapshot {} but no such .snap file exists and the WAL no longer starts at index 0",
+                super::snap::snap_file_name(s.0, s.1)
+            ),
+            Some(paths.snap_dir.clone()),
+            None,
+        );
+    }
+    let snap_file: Option<SnapFile> = match in_use {
+        Some(name) => match read_snap(&name.path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let state = if e.is_permission() {
+                    DirState::Unreadable
+                } else {
+                    DirState::Corrupt
+                };
+                return r.fail(state, e.to_string(), Some(name.path.clone()), None);
+            }
+        },
+        None => None,
+    };
+    r.snapshot = Some(
+        snap_file
+            .as_ref()
+            .map_or(SnapshotPoint { index: 0, term: 0 }, |f| SnapshotPoint {
+                index: f.index,
+                term: f.term,
+            }),
+    );
+
+    // The backend.
+    let db_path = paths.db();
+    if !snap_entries.iter().any(|(n, _)| n == "db") {
+        return r.fail(
+            DirState::Partial,
+            "a WAL without a backend db (member/snap/db)".into(),
+            Some(db_path),
+            None,
+        );
+    }
+    let db = match Db::open(&db_path) {
+        Ok(db) => db,
+        Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+    };
+    let backend = match db.summary() {
+        Ok(b) => b,
+        Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+    };
+    if opts.hash {
+        match db.kv_hash() {
+            Ok(h) => r.kv_hash = Some(h),
+            Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+        }
+    }
+    let snap_index = r.snapshot.map_or(0, |s| s.index);
+    let ci = backend.consistent_index.unwrap_or(0);
+    let has_snap_db = snap_entries.iter().any(|(n, _)| n.ends_with(".snap.db"));
+    if ci < snap_index && !has_snap_db {
+        return r.fail(
+            DirState::Corrupt,
+            format!("the backend's consistent index {ci} is below the snapshot index {snap_index} and no .snap.db is present"),
+            Some(db_path),
+            None,
+        );
+    }
+
+    r.membership = membership(&wal, snap_file.as_ref(), &backend);
+    r.self_peer_urls = r
+        .membership
+        .iter()
+        .find(|m| m.id == wal.member_id)
+        .map(|m| m.peer_urls.clone());
+    r.backend = Some(backend);
+    r
+}
+
+fn backend_state(e: &super::bbolt::BoltError) -> DirState {
+    if e.is_permission() {
+        DirState::Unreadable
+    } else {
+        DirState::Corrupt
+    }
+}
+
+fn wal_failure(r: Inspection, e: WalError) -> Inspection {
+    let state = if e.is_permission() {
+        DirState::Unreadable
+    } else {
+        DirState::Corrupt
+    };
+    let (path, offset) = e.location();
+    r.fail(state, e.to_string(), path, offset)
+}
+
+/// The membership recorded in the directory: the backend's `members` bucket, then
+/// the `.snap` in use, then ConfChange entries after it, each later source
+/// overriding an earlier one for the same ID (3.4's backend can lag its `.snap`
+/// after a restore; the WAL's conf changes are the newest word).
+fn membership(wal: &Wal, snap: Option<&SnapFile>, backend: &Backend) -> Vec<RecordedMember> {
+    let mut by_id: BTreeMap<u64, RecordedMember> = BTreeMap::new();
+    for m in &backend.members {
+        by_id.insert(
+            m.id,
+            RecordedMember {
+                id: m.id,
+                name: m.name.clone(),
+                peer_urls: m.peer_urls.clone(),
+                source: "backend",
+            },
+        );
+    }
+    for id in &backend.removed_members {
+        by_id.remove(id);
+    }
+    let snap_index = snap.map_or(0, |s| s.index);
+    if let Some(s) = snap {
+        for m in &s.members {
+            by_id.insert(
+                m.id,
+                RecordedMember {
+                    id: m.id,
+                    name: m.name.clone(),
+                    peer_urls: m.peer_urls.clone(),
+                    source: "snap",
+                },
+            );
+        }
+        for id in &s.removed {
+            by_id.remove(id);
+        }
+    }
+    for cc in wal.conf_changes.iter().filter(|c| c.index > snap_index) {
+        match cc.kind {
+            ConfChangeKind::RemoveNode => {
+                by_id.remove(&cc.node_id);
+            }
+            _ => {
+                if let Some(m) = &cc.member {
+                    let name = by_id
+                        .get(&cc.node_id)
+                        .map(|e| e.name.clone())
+                        .unwrap_or_default();
+                    by_id.insert(
+                        cc.node_id,
+                        RecordedMember {
+                            id: cc.node_id,
+                            name: if m.name.is_empty() {
+                                name
+                            } else {
+                                m.name.clone()
+                            },
+                            peer_urls: m.peer_urls.clone(),
+                            source: "wal",
+                        },
+                    );
+                }
+            }
+        }
+    }
+    by_id.into_values().collect()
+}
