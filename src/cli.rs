@@ -27,13 +27,13 @@ pub enum Command {
     /// Populate an empty data dir from a snapshot, first bootstrap only.
     Restore(NotYetArgs),
     /// Remove every entry of a data dir, then verify it is empty.
-    Wipe(NotYetArgs),
+    Wipe(WipeArgs),
     /// Exit 0 only when a data dir is provably empty.
-    VerifyWipe(NotYetArgs),
+    VerifyWipe(WipeArgs),
     /// Copy this static binary into a shared volume.
-    Install(NotYetArgs),
+    Install(InstallArgs),
     /// Report latent hazards of a Pod (dangling ConfigMap/Secret references).
-    PodCheck(NotYetArgs),
+    PodCheck(PodCheckArgs),
     /// The sidecar: identity over gRPC, identity-aware readiness, metrics.
     Serve(NotYetArgs),
 }
@@ -170,6 +170,50 @@ pub struct PreflightArgs {
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
     #[arg(long, env = "TERMINATION_LOG")]
     pub termination_log: Option<PathBuf>,
+}
+
+/// `wipe` and `verify-wipe` (SPEC §2.4).
+#[derive(Debug, Args)]
+pub struct WipeArgs {
+    #[command(flatten)]
+    pub dirs: DataDirArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Tolerate a top-level `lost+found` directory (a filesystem's root): verify-wipe lists it and its contents as allowed, wipe keeps it [default: it counts as remaining, and wipe removes it].
+    #[arg(long, env = "AGENT_ALLOW_LOST_FOUND")]
+    pub allow_lost_found: bool,
+}
+
+/// `install` (SPEC §2.7).
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Directory to copy this binary into, as `<dest>/etcd-member-agent` (required; it must exist and be writable).
+    #[arg(long, env = "TOOLS_DEST_DIR")]
+    pub dest: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// How long the copy may take to answer `--version` (5, 5s, 500ms, 1m).
+    #[arg(long, env = "AGENT_INSTALL_CHECK_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub check_timeout: Duration,
+}
+
+/// `pod-check` (SPEC §2.6).
+#[derive(Debug, Args)]
+pub struct PodCheckArgs {
+    /// The Pod to check (the downward API's metadata.name; required).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// The Pod's namespace (the downward API's metadata.namespace; required).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// A kubeconfig to use instead of the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The whole check's time budget, every API call included (5, 5s, 500ms, 1m).
+    #[arg(long, env = "AGENT_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub timeout: Duration,
 }
 
 #[cfg(test)]

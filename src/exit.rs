@@ -42,11 +42,13 @@ pub enum Exit {
     RestoreFormed,
     /// pod-check: hazards found.
     Hazards,
+    /// pod-check: the Pod could not be checked (API error, timeout); never "clean".
+    PodCheckFailed,
 }
 
 impl Exit {
     /// Every variant, in code order.
-    pub const ALL: [Exit; 17] = [
+    pub const ALL: [Exit; 18] = [
         Exit::Ok,
         Exit::Internal,
         Exit::Usage,
@@ -64,6 +66,7 @@ impl Exit {
         Exit::RestoreVerify,
         Exit::RestoreFormed,
         Exit::Hazards,
+        Exit::PodCheckFailed,
     ];
 
     /// The process exit status.
@@ -86,6 +89,7 @@ impl Exit {
             Exit::RestoreVerify => 33,
             Exit::RestoreFormed => 34,
             Exit::Hazards => 40,
+            Exit::PodCheckFailed => 41,
         }
     }
 
@@ -109,6 +113,9 @@ impl Exit {
             Exit::RestoreVerify => "restore: restored directory failed verification",
             Exit::RestoreFormed => "restore: refused because the cluster already formed",
             Exit::Hazards => "pod-check: hazards found",
+            Exit::PodCheckFailed => {
+                "pod-check: the Pod could not be checked (API error or timeout)"
+            }
         }
     }
 }

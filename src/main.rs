@@ -42,16 +42,20 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match &cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
-        Command::Preflight(_) => not_yet("preflight"),
+        Command::Preflight(args) => cmd::preflight::run(args),
         Command::Restore(_) => not_yet("restore"),
-        Command::Wipe(_) => not_yet("wipe"),
-        Command::VerifyWipe(_) => not_yet("verify-wipe"),
-        Command::Install(_) => not_yet("install"),
-        Command::PodCheck(_) => not_yet("pod-check"),
+        Command::Wipe(args) => cmd::wipe::run(args),
+        Command::VerifyWipe(args) => cmd::wipe::run_verify(args),
+        Command::Install(args) => cmd::install::run(args),
+        Command::PodCheck(args) => cmd::pod_check::run(args),
         Command::Serve(_) => not_yet("serve"),
     };
     match result {
         Ok(exit) => exit.into(),
+        Err(e) if e.downcast_ref::<cmd::UsageError>().is_some() => {
+            eprintln!("etcd-member-agent: {e:#}");
+            Exit::Usage.into()
+        }
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "internal error");
             eprintln!("etcd-member-agent: internal error: {e:#}");

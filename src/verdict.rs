@@ -327,12 +327,23 @@ fn decide_initialized(i: &Inputs) -> Decision {
         }
     }
     if mismatches.is_empty() {
+        let mut checked = vec!["the directory's own membership"];
+        if i.operator.get().is_some() {
+            checked.push("the operator's record");
+        }
+        if i.live.get().is_some() {
+            checked.push("the live cluster");
+        }
+        if i.hint_member_id.is_some() || i.hint_cluster_id.is_some() {
+            checked.push("the env hints");
+        }
         return decision(
             Verdict::Start,
             format!(
-                "the data directory holds member {} of cluster {} and every source agrees",
+                "the data directory holds member {} of cluster {}, consistent with {}",
                 hex_id(wal_member),
-                hex_id(wal_cluster)
+                hex_id(wal_cluster),
+                checked.join(", ")
             ),
             "",
         );

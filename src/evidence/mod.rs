@@ -11,6 +11,7 @@
 
 pub mod etcd;
 pub mod kube;
+pub mod pod;
 
 /// Which independent source a piece of evidence came from. Serialized as the
 /// `source` key of each entry in a verdict's `evidence` list.

@@ -15,6 +15,23 @@
 //!
 //! Objects and faults can also be changed while the server runs (`put`,
 //! `set_fault`, `clear_faults`), and every request is recorded (`requests`).
+//!
+//! It also serves core objects — Pods, ConfigMaps and Secrets under
+//! `/api/v1/namespaces/{ns}/{pods,configmaps,secrets}/{name}` — and answers a
+//! metadata-only GET as a real API server does: when `Accept` asks for
+//! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`, the body is a
+//! `meta.k8s.io/v1` `PartialObjectMetadata` carrying only the object's
+//! `metadata` (never a Secret's `data`). Each recorded request keeps its
+//! `Accept` header and the `kind` of the body it was answered with, so a test
+//! can prove that no Secret data was ever served:
+//!
+//! ```ignore
+//! let api = FakeApi::start().await
+//!     .object(pod)
+//!     .object(secret_obj("etcd-peer-tls", &["tls.crt", "tls.key"]));
+//! // ... run the binary ...
+//! assert!(api.requests().iter().all(|r| r.answered.as_deref() != Some("Secret")));
+//! ```
 
 #![allow(dead_code)]
 
@@ -51,6 +68,25 @@ pub fn member_path(namespace: &str, name: &str) -> String {
 pub fn cluster_path(namespace: &str, name: &str) -> String {
     format!("/apis/{GROUP}/{VERSION}/namespaces/{namespace}/etcdclusters/{name}")
 }
+
+/// The URL path of a Pod.
+pub fn pod_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/pods/{name}")
+}
+
+/// The URL path of a ConfigMap.
+pub fn config_map_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/configmaps/{name}")
+}
+
+/// The URL path of a Secret.
+pub fn secret_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/secrets/{name}")
+}
+
+/// The media type a metadata-only GET asks for (what kube-rs and client-go send).
+pub const PARTIAL_OBJECT_METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 /// What the server does for a path instead of serving the object there.
 #[derive(Debug, Clone)]
@@ -90,6 +126,12 @@ pub struct Recorded {
     pub query: Option<String>,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
+    /// The `Accept` header, if any.
+    pub accept: Option<String>,
+    /// The `kind` of the JSON body it was answered with (`Secret`,
+    /// `PartialObjectMetadata`, `Status`, …); `None` while the answer is
+    /// pending or when the body was not a JSON object with a `kind`.
+    pub answered: Option<String>,
 }
 
 struct FaultRule {
@@ -186,6 +228,13 @@ impl FakeApi {
         self
     }
 
+    /// Serves any object the server knows (`Pod`, `ConfigMap`, `Secret`,
+    /// `EtcdMember`, `EtcdCluster`) at its path (from its metadata).
+    pub fn object(self, obj: Value) -> Self {
+        self.put(obj);
+        self
+    }
+
     /// Applies `fault` to every request for `path`.
     pub fn fault(self, path: impl Into<String>, fault: Fault) -> Self {
         self.set_fault(path, fault, None);
@@ -204,9 +253,9 @@ impl FakeApi {
         self.fault(path, Fault::Delay(delay))
     }
 
-    /// Serves `obj` (an `EtcdMember` or `EtcdCluster`) at the path its
-    /// `kind`, `metadata.namespace` and `metadata.name` give, replacing what was
-    /// there.
+    /// Serves `obj` (an `EtcdMember`, `EtcdCluster`, `Pod`, `ConfigMap` or
+    /// `Secret`) at the path its `kind`, `metadata.namespace` and
+    /// `metadata.name` give, replacing what was there.
     pub fn put(&self, obj: Value) {
         let path = path_of(&obj);
         lock(&self.inner).objects.insert(path, obj);
@@ -299,21 +348,82 @@ fn path_of(obj: &Value) -> String {
     match kind {
         "EtcdMember" => member_path(ns, name),
         "EtcdCluster" => cluster_path(ns, name),
+        "Pod" => pod_path(ns, name),
+        "ConfigMap" => config_map_path(ns, name),
+        "Secret" => secret_path(ns, name),
         other => panic!("fake API: cannot serve kind {other:?}"),
     }
 }
 
-/// The parts of a namespaced object path: (namespace, plural, name).
-fn parse_object_path(path: &str) -> Option<(&str, &str, &str)> {
-    let rest = path.strip_prefix(&format!("/apis/{GROUP}/{VERSION}/namespaces/"))?;
+/// A namespaced object path the server serves.
+struct ObjectPath<'a> {
+    /// API group; `""` for the core group.
+    group: &'static str,
+    namespace: &'a str,
+    plural: &'a str,
+    name: &'a str,
+}
+
+/// Splits a served namespaced object path; `None` for anything else.
+fn parse_object_path(path: &str) -> Option<ObjectPath<'_>> {
+    let operator_prefix = format!("/apis/{GROUP}/{VERSION}/namespaces/");
+    let (group, rest, plurals): (&'static str, &str, &[&str]) =
+        if let Some(rest) = path.strip_prefix(&operator_prefix) {
+            (GROUP, rest, &["etcdmembers", "etcdclusters"])
+        } else if let Some(rest) = path.strip_prefix("/api/v1/namespaces/") {
+            ("", rest, &["pods", "configmaps", "secrets"])
+        } else {
+            return None;
+        };
     let mut parts = rest.split('/');
-    let ns = parts.next()?;
+    let namespace = parts.next()?;
     let plural = parts.next()?;
     let name = parts.next()?;
-    if parts.next().is_some() || !matches!(plural, "etcdmembers" | "etcdclusters") {
+    if parts.next().is_some() || !plurals.contains(&plural) {
         return None;
     }
-    Some((ns, plural, name))
+    Some(ObjectPath {
+        group,
+        namespace,
+        plural,
+        name,
+    })
+}
+
+/// Whether an `Accept` header asks for `PartialObjectMetadata` (in any of its
+/// comma-separated media ranges), and in which `meta.k8s.io` version.
+fn wants_partial_metadata(accept: Option<&str>) -> Option<&'static str> {
+    for range in accept?.split(',') {
+        let mut params = range.split(';').map(str::trim);
+        let _media = params.next();
+        let (mut as_, mut g, mut v) = (None, None, None);
+        for p in params {
+            match p.split_once('=') {
+                Some(("as", x)) => as_ = Some(x),
+                Some(("g", x)) => g = Some(x),
+                Some(("v", x)) => v = Some(x),
+                _ => {}
+            }
+        }
+        if as_ == Some("PartialObjectMetadata") && g == Some("meta.k8s.io") {
+            match v {
+                Some("v1") => return Some("v1"),
+                Some("v1beta1") => return Some("v1beta1"),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// What a real API server answers to a metadata-only GET: the object's
+/// `metadata`, as `meta.k8s.io/{version}` `PartialObjectMetadata`.
+pub fn partial_object_metadata(obj: &Value, version: &str) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 async fn handle(
@@ -323,30 +433,58 @@ async fn handle(
     headers: HeaderMap,
 ) -> Response {
     let path = uri.path().to_owned();
-    let fault = {
+    let header_text = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let accept = header_text(header::ACCEPT);
+    let (index, fault) = {
         let mut inner = lock(&shared.inner);
         inner.requests.push(Recorded {
             method: method.to_string(),
             path: path.clone(),
             query: uri.query().map(str::to_owned),
-            authorization: headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
+            authorization: header_text(header::AUTHORIZATION),
+            accept: accept.clone(),
+            answered: None,
         });
-        take_fault(&mut inner, &path)
+        let index = inner.requests.len() - 1;
+        (index, take_fault(&mut inner, &path))
     };
 
+    let (code, body, content_type) =
+        answer(&shared, &method, &path, accept.as_deref(), fault).await;
+    let answered = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_owned));
+    if let Some(recorded) = lock(&shared.inner).requests.get_mut(index) {
+        recorded.answered = answered;
+    }
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// The answer to one request: (status code, body, content type).
+async fn answer(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    accept: Option<&str>,
+    fault: Option<Fault>,
+) -> (u16, String, String) {
+    let json = |code: u16, body: Value| (code, body.to_string(), "application/json".to_owned());
     match fault {
-        Some(Fault::Status(code)) => return status_response(code, &path),
-        Some(Fault::NotServed) => return not_served(),
-        Some(Fault::Raw(code, body)) => return json_response(code, body),
+        Some(Fault::Status(code)) => return json(code, status_body(code, path)),
+        Some(Fault::NotServed) => return json(404, not_served_body()),
+        Some(Fault::Raw(code, body)) => return (code, body, "application/json".to_owned()),
         Some(Fault::Delay(delay)) => {
             let mut shutdown = shared.shutdown.clone();
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = shutdown.wait_for(|stopped| *stopped) => {
-                    return status_response(503, &path);
+                    return json(503, status_body(503, path));
                 }
             }
         }
@@ -354,13 +492,20 @@ async fn handle(
     }
 
     if method != Method::GET {
-        return status_response(405, &path);
+        return json(405, status_body(405, path));
     }
-    let obj = lock(&shared.inner).objects.get(&path).cloned();
-    match (obj, parse_object_path(&path)) {
-        (Some(obj), _) => json_response(200, obj.to_string()),
-        (None, Some(_)) => status_response(404, &path),
-        (None, None) => not_served(),
+    let obj = lock(&shared.inner).objects.get(path).cloned();
+    match (obj, parse_object_path(path)) {
+        (Some(obj), _) => match wants_partial_metadata(accept) {
+            Some(version) => (
+                200,
+                partial_object_metadata(&obj, version).to_string(),
+                format!("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v={version}"),
+            ),
+            None => json(200, obj),
+        },
+        (None, Some(_)) => json(404, status_body(404, path)),
+        (None, None) => json(404, not_served_body()),
     }
 }
 
@@ -383,13 +528,8 @@ fn take_fault(inner: &mut Inner, path: &str) -> Option<Fault> {
     Some(fault)
 }
 
-fn json_response(code: u16, body: String) -> Response {
-    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-fn not_served() -> Response {
-    let body = json!({
+fn not_served_body() -> Value {
+    json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -398,22 +538,39 @@ fn not_served() -> Response {
         "reason": "NotFound",
         "details": {},
         "code": 404,
-    });
-    json_response(404, body.to_string())
+    })
 }
 
 /// The `Status` a real API server writes for `code` on a GET of `path`.
 pub fn status_body(code: u16, path: &str) -> Value {
-    let (ns, plural, name) = parse_object_path(path).unwrap_or((NAMESPACE, "etcdmembers", ""));
-    let resource = format!("{plural}.{GROUP}");
-    let details = json!({"name": name, "group": GROUP, "kind": plural});
+    let ObjectPath {
+        group,
+        namespace: ns,
+        plural,
+        name,
+    } = parse_object_path(path).unwrap_or(ObjectPath {
+        group: GROUP,
+        namespace: NAMESPACE,
+        plural: "etcdmembers",
+        name: "",
+    });
+    // The core group has no name: `configmaps "x" not found`, and its details
+    // carry no `group`.
+    let (resource, details) = if group.is_empty() {
+        (plural.to_owned(), json!({"name": name, "kind": plural}))
+    } else {
+        (
+            format!("{plural}.{group}"),
+            json!({"name": name, "group": group, "kind": plural}),
+        )
+    };
     let (reason, message, details) = match code {
         404 => ("NotFound", format!("{resource} \"{name}\" not found"), details),
         403 => (
             "Forbidden",
             format!(
                 "{resource} \"{name}\" is forbidden: User \"system:serviceaccount:{ns}:{SERVICE_ACCOUNT}\" \
-                 cannot get resource \"{plural}\" in API group \"{GROUP}\" in the namespace \"{ns}\""
+                 cannot get resource \"{plural}\" in API group \"{group}\" in the namespace \"{ns}\""
             ),
             details,
         ),
@@ -455,10 +612,6 @@ pub fn status_body(code: u16, path: &str) -> Value {
         "details": details,
         "code": code,
     })
-}
-
-fn status_response(code: u16, path: &str) -> Response {
-    json_response(code, status_body(code, path).to_string())
 }
 
 /// A UID that is stable for a name, shaped like the API server's.
@@ -666,5 +819,88 @@ pub fn cluster_obj(name: &str, cluster_id: Option<&str>) -> Value {
             },
         },
         "status": status,
+    })
+}
+
+/// Standard base64 with padding, as Secret `data` carries it.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The clear text every fixture Secret holds under each key; a test can look
+/// for it (or its base64, [`secret_value_base64`]) in output that must not
+/// carry Secret data.
+pub const SECRET_VALUE: &str =
+    "-----BEGIN PRIVATE KEY-----\nfake-secret-material-0d6f\n-----END PRIVATE KEY-----\n";
+
+/// [`SECRET_VALUE`] as it appears in a Secret's `data`.
+pub fn secret_value_base64() -> String {
+    base64(SECRET_VALUE.as_bytes())
+}
+
+fn core_metadata(kind: &str, name: &str) -> Value {
+    json!({
+        "name": name,
+        "namespace": NAMESPACE,
+        "uid": uid_for(&format!("{kind}/{name}")),
+        "resourceVersion": "48177",
+        "creationTimestamp": "2025-10-12T08:01:44Z",
+        "managedFields": [{
+            "manager": "kubectl-create",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2025-10-12T08:01:44Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {}},
+        }],
+    })
+}
+
+/// A ConfigMap in [`NAMESPACE`] holding `data` (string keys to string values).
+pub fn config_map_obj(name: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": core_metadata("configmap", name),
+        "data": data,
+    })
+}
+
+/// A Secret in [`NAMESPACE`] (`kubernetes.io/tls` when it has `tls.crt`, else
+/// `Opaque`) whose every key holds [`SECRET_VALUE`], base64-encoded as the API
+/// serves it.
+pub fn secret_obj(name: &str, keys: &[&str]) -> Value {
+    let data: serde_json::Map<String, Value> = keys
+        .iter()
+        .map(|k| ((*k).to_owned(), json!(secret_value_base64())))
+        .collect();
+    let secret_type = if keys.contains(&"tls.crt") {
+        "kubernetes.io/tls"
+    } else {
+        "Opaque"
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": core_metadata("secret", name),
+        "type": secret_type,
+        "data": data,
     })
 }

@@ -1,0 +1,584 @@
+//! `preflight`: may etcd start on this directory? (SPEC §2.2)
+//!
+//! Gathers the evidence — the directory, the live cluster, the operator's record,
+//! env hints — within one time budget, hands it to [`verdict::decide`], and writes
+//! the answer three ways: the human summary and `-o json`, the verdict file the
+//! sidecar reads, and a short termination message the operator reads from the
+//! Pod's `initContainerStatuses`. Read-only: the directory is never changed.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::UsageError;
+use crate::cli::PreflightArgs;
+use crate::disk::ids;
+use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::evidence::{self, etcd as live_src, kube as kube_src};
+use crate::exit::Exit;
+use crate::output::{self, hex_id};
+use crate::verdict::{
+    self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, SelfFacts, Verdict,
+};
+
+/// Where the sidecar looks for this Pod start's verdict unless told otherwise.
+pub const DEFAULT_VERDICT_FILE: &str = "/run/etcd-agent/preflight.json";
+/// Kubernetes reads at most this much of a termination message.
+pub const TERMINATION_MESSAGE_MAX: usize = 4096;
+/// Time kept back from the budget for deciding and writing the outputs.
+const OUTPUT_RESERVE: Duration = Duration::from_millis(250);
+
+/// Validated configuration, built from the arguments without I/O.
+#[derive(Debug, Clone)]
+pub struct Config {
+    paths: Paths,
+    me: SelfFacts,
+    etcd: Option<live_src::EtcdConn>,
+    kube: Option<kube_src::KubeTarget>,
+    hint_member_id: Option<u64>,
+    hint_cluster_id: Option<u64>,
+    allow_bootstrap_without_evidence: bool,
+    timeout: Duration,
+    verdict_file: Option<PathBuf>,
+    termination_log: Option<PathBuf>,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+fn hint(name: &str, value: &Option<String>) -> anyhow::Result<Option<u64>> {
+    match value.as_deref() {
+        None => Ok(None),
+        Some(v) => evidence::parse_hex_id(v.trim()).map_err(|e| usage(format!("{name}: {e}"))),
+    }
+}
+
+impl Config {
+    /// Validates the arguments.
+    pub fn from_args(a: &PreflightArgs) -> anyhow::Result<Config> {
+        let initial = match a
+            .identity
+            .initial_cluster
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(s) => Some(ids::parse_initial_cluster(s).map_err(|e| usage(e.to_string()))?),
+            None => None,
+        };
+        let name = a.identity.name.clone().filter(|n| !n.is_empty());
+        let peer_urls = match a
+            .identity
+            .peer_urls
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(s) => ids::parse_urls(s).map_err(|e| usage(format!("--peer-urls: {e}")))?,
+            None => match (&initial, &name) {
+                (Some(ic), Some(n)) => ic.get(n).cloned().ok_or_else(|| {
+                    usage(format!(
+                        "--name {n} has no entry in --initial-cluster and --peer-urls is not set"
+                    ))
+                })?,
+                _ => Vec::new(),
+            },
+        };
+        if name.is_none() && peer_urls.is_empty() {
+            return Err(usage("who is this member? set --name (ETCD_MEMBER_NAME) with --initial-cluster, or --peer-urls"));
+        }
+        let self_only_initial_cluster = match (&initial, &name) {
+            (Some(ic), Some(n)) => ic.len() == 1 && ic.contains_key(n),
+            _ => false,
+        };
+        let etcd = match a
+            .etcd
+            .peer_endpoints
+            .as_deref()
+            .map(live_src::parse_endpoints)
+        {
+            Some(endpoints) if !endpoints.is_empty() => Some(live_src::EtcdConn {
+                endpoints,
+                ca: a.etcd.cacert.clone(),
+                cert: a.etcd.cert.clone(),
+                key: a.etcd.key.clone(),
+                user: a.etcd.user.clone(),
+                password: a.etcd.password.clone(),
+            }),
+            _ => None,
+        };
+        let kube_on = a
+            .kube
+            .kube
+            .unwrap_or_else(kube_src::service_account_token_mounted);
+        let kube = if kube_on {
+            let namespace = a
+                .kube
+                .namespace
+                .clone()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| usage("--kube is on but POD_NAMESPACE (--namespace) is not set"))?;
+            let member_name = a
+                .kube
+                .pod_name
+                .clone()
+                .or_else(|| name.clone())
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| usage("--kube is on but neither POD_NAME nor --name is set"))?;
+            Some(kube_src::KubeTarget {
+                namespace,
+                member_name,
+                kubeconfig: a.kube.kubeconfig.clone(),
+            })
+        } else {
+            None
+        };
+        if a.timeout.is_zero() {
+            return Err(usage("--timeout must be positive"));
+        }
+        Ok(Config {
+            paths: Paths::new(&a.dirs.data_dir, a.dirs.wal_dir.as_deref()),
+            me: SelfFacts {
+                name,
+                peer_urls,
+                self_only_initial_cluster,
+            },
+            etcd,
+            kube,
+            hint_member_id: hint("ETCD_MEMBER_ID", &a.member_id_hint)?,
+            hint_cluster_id: hint("ETCD_CLUSTER_ID", &a.cluster_id_hint)?,
+            allow_bootstrap_without_evidence: a.allow_bootstrap_without_evidence,
+            timeout: a.timeout,
+            verdict_file: a.verdict_file.clone(),
+            termination_log: a.termination_log.clone(),
+        })
+    }
+}
+
+/// One source's entry in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceEntry {
+    /// `data-dir`, `etcd`, `kube` or `env`.
+    pub source: &'static str,
+    /// The source was asked and answered.
+    pub answered: bool,
+    /// Why it did not answer, or why it was not asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What it said.
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub said: serde_json::Value,
+    /// How long asking it took.
+    pub elapsed_ms: u64,
+}
+
+/// The JSON document of `preflight` (and the verdict file).
+#[derive(Debug, Clone, Serialize)]
+pub struct PreflightReport {
+    /// The verdict name.
+    pub verdict: Verdict,
+    /// The exit code.
+    pub exit_code: u8,
+    /// What was seen.
+    pub reason: String,
+    /// What to do.
+    pub remedy: String,
+    /// This member as configured.
+    pub member: serde_json::Value,
+    /// One entry per source.
+    pub evidence: Vec<EvidenceEntry>,
+    /// The inspect document of the data dir.
+    pub data_dir: Inspection,
+    /// Wall time of the whole decision.
+    pub elapsed_ms: u64,
+    /// When the verdict was reached (seconds since the epoch).
+    pub decided_at_unix: u64,
+}
+
+/// Runs `preflight`.
+pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
+    let cfg = match Config::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("etcd-member-agent preflight: {e}");
+            let doc = json!({"verdict": null, "exit_code": Exit::Usage.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
+            output::emit(args.output.format, "", &doc)?;
+            return Ok(Exit::Usage);
+        }
+    };
+    let report = decide(&cfg)?;
+    let exit = report.verdict.exit();
+    tracing::info!(
+        verdict = report.verdict.name(),
+        exit_code = exit.code(),
+        reason = %report.reason,
+        elapsed_ms = report.elapsed_ms,
+        "preflight verdict"
+    );
+    write_verdict_file(&cfg, &report)?;
+    write_termination_message(&cfg, &report);
+    output::emit(args.output.format, &summary(&report), &report)?;
+    Ok(exit)
+}
+
+/// Gathers the evidence and decides. Public for the sidecar and tests.
+pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
+    let started = Instant::now();
+    let deadline = started
+        + cfg
+            .timeout
+            .saturating_sub(OUTPUT_RESERVE)
+            .max(Duration::from_millis(50));
+
+    let dir = layout::inspect(&cfg.paths, Options::default());
+    let dir_elapsed = started.elapsed();
+    let dir_facts = DirFacts {
+        state: Some(dir.state),
+        running: dir.running,
+        member_id: dir.member_id,
+        cluster_id: dir.cluster_id,
+        recorded_peer_urls: dir.self_peer_urls.clone(),
+        problem: dir.problem.as_ref().map(|p| p.message.clone()),
+    };
+
+    // The network only matters when the directory does not decide on its own.
+    let needs_network = matches!(
+        dir.state,
+        crate::verdict::DirState::Empty | crate::verdict::DirState::Initialized
+    ) && !dir.running;
+    let (live, operator, live_entry, kube_entry) = if needs_network {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(gather(cfg, deadline))
+    } else {
+        let skipped = |source| EvidenceEntry {
+            source,
+            answered: false,
+            error: Some("not asked: the directory decides on its own".into()),
+            said: serde_json::Value::Null,
+            elapsed_ms: 0,
+        };
+        (
+            Answer::NotConfigured,
+            Answer::NotConfigured,
+            skipped("etcd"),
+            skipped("kube"),
+        )
+    };
+
+    let inputs = verdict::Inputs {
+        dir: dir_facts,
+        me: cfg.me.clone(),
+        live,
+        operator,
+        hint_member_id: cfg.hint_member_id,
+        hint_cluster_id: cfg.hint_cluster_id,
+        allow_bootstrap_without_evidence: cfg.allow_bootstrap_without_evidence,
+    };
+    let Decision {
+        verdict,
+        reason,
+        remedy,
+    } = verdict::decide(&inputs);
+
+    let hinted = cfg.hint_member_id.is_some() || cfg.hint_cluster_id.is_some();
+    let env_entry = EvidenceEntry {
+        source: "env",
+        answered: hinted,
+        error: (!hinted)
+            .then(|| "ETCD_MEMBER_ID and ETCD_CLUSTER_ID are empty (proves nothing)".to_string()),
+        said: json!({
+            "member_id": cfg.hint_member_id.map(hex_id),
+            "cluster_id": cfg.hint_cluster_id.map(hex_id),
+        }),
+        elapsed_ms: 0,
+    };
+    let dir_entry = EvidenceEntry {
+        source: "data-dir",
+        answered: !matches!(dir.state, crate::verdict::DirState::Unreadable),
+        error: dir.problem.as_ref().map(|p| p.message.clone()),
+        said: json!({
+            "state": dir.state,
+            "member_id": dir.member_id.map(hex_id),
+            "cluster_id": dir.cluster_id.map(hex_id),
+            "running": dir.running,
+        }),
+        elapsed_ms: dir_elapsed.as_millis() as u64,
+    };
+    Ok(PreflightReport {
+        verdict,
+        exit_code: verdict.exit().code(),
+        reason,
+        remedy,
+        member: json!({
+            "name": cfg.me.name,
+            "peer_urls": cfg.me.peer_urls,
+            "seed_shape": cfg.me.self_only_initial_cluster,
+        }),
+        evidence: vec![dir_entry, live_entry, kube_entry, env_entry],
+        data_dir: dir,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        decided_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    })
+}
+
+async fn gather(
+    cfg: &Config,
+    deadline: Instant,
+) -> (
+    Answer<LiveFacts>,
+    Answer<OperatorFacts>,
+    EvidenceEntry,
+    EvidenceEntry,
+) {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let live = async {
+        let t = Instant::now();
+        let Some(conn) = &cfg.etcd else {
+            return (
+                Answer::NotConfigured,
+                not_configured("etcd", "ETCD_PEER_ENDPOINTS is not set"),
+            );
+        };
+        match live_src::probe(conn, deadline).await {
+            Ok(l) => {
+                let facts = LiveFacts {
+                    cluster_id: l.cluster_id,
+                    members: l
+                        .members
+                        .iter()
+                        .map(|m| LiveMemberFacts {
+                            id: m.id,
+                            name: m.name.clone(),
+                            peer_urls: m
+                                .peer_urls
+                                .iter()
+                                .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
+                                .collect(),
+                            started: m.started,
+                        })
+                        .collect(),
+                };
+                let entry = EvidenceEntry {
+                    source: "etcd",
+                    answered: true,
+                    error: None,
+                    said: serde_json::to_value(&l).unwrap_or_default(),
+                    elapsed_ms: t.elapsed().as_millis() as u64,
+                };
+                (Answer::Answered(facts), entry)
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (Answer::NoAnswer(why.clone()), no_answer("etcd", why, t))
+            }
+        }
+    };
+    let operator = async {
+        let t = Instant::now();
+        let Some(target) = &cfg.kube else {
+            return (
+                Answer::NotConfigured,
+                not_configured("kube", "--kube is off (no service-account token mounted)"),
+            );
+        };
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let result = match kube_src::client(target, timeout).await {
+            Ok(client) => kube_src::fetch(&client, target, deadline).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(rec) => {
+                let facts = OperatorFacts {
+                    bootstrap: rec.member.bootstrap,
+                    member_id: rec.member.member_id,
+                    cluster_id: rec.cluster.cluster_id,
+                };
+                let entry = EvidenceEntry {
+                    source: "kube",
+                    answered: true,
+                    error: None,
+                    said: serde_json::to_value(&rec).unwrap_or_default(),
+                    elapsed_ms: t.elapsed().as_millis() as u64,
+                };
+                (Answer::Answered(facts), entry)
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (Answer::NoAnswer(why.clone()), no_answer("kube", why, t))
+            }
+        }
+    };
+    let ((live, live_entry), (op, kube_entry)) = tokio::join!(live, operator);
+    (live, op, live_entry, kube_entry)
+}
+
+fn not_configured(source: &'static str, why: &str) -> EvidenceEntry {
+    EvidenceEntry {
+        source,
+        answered: false,
+        error: Some(format!("not configured: {why}")),
+        said: serde_json::Value::Null,
+        elapsed_ms: 0,
+    }
+}
+
+fn no_answer(source: &'static str, why: String, since: Instant) -> EvidenceEntry {
+    EvidenceEntry {
+        source,
+        answered: false,
+        error: Some(why),
+        said: serde_json::Value::Null,
+        elapsed_ms: since.elapsed().as_millis() as u64,
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync,
+/// rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> anyhow::Result<()> {
+    let (path, explicit) = match &cfg.verdict_file {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(DEFAULT_VERDICT_FILE), false),
+    };
+    if !explicit && !path.parent().is_some_and(Path::is_dir) {
+        tracing::debug!(path = %path.display(), "no verdict volume mounted; verdict file not written");
+        return Ok(());
+    }
+    let text = serde_json::to_vec_pretty(report)?;
+    write_atomic(&path, &text).map_err(|e| {
+        usage(format!(
+            "cannot write the verdict file {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
+pub fn termination_message(report: &PreflightReport) -> String {
+    let mut reason = report.reason.clone();
+    let mut remedy = report.remedy.clone();
+    loop {
+        let msg = json!({
+            "verdict": report.verdict,
+            "exit_code": report.exit_code,
+            "member_id": report.data_dir.member_id.map(hex_id),
+            "cluster_id": report.data_dir.cluster_id.map(hex_id),
+            "reason": reason,
+            "remedy": remedy,
+        })
+        .to_string();
+        if msg.len() <= TERMINATION_MESSAGE_MAX {
+            return msg;
+        }
+        // Shorten the longer text by a quarter, on a char boundary, and retry.
+        let longer = if reason.len() >= remedy.len() {
+            &mut reason
+        } else {
+            &mut remedy
+        };
+        let mut cut = longer.len() * 3 / 4;
+        while !longer.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        longer.truncate(cut);
+        longer.push('…');
+    }
+}
+
+fn write_termination_message(cfg: &Config, report: &PreflightReport) {
+    let path = match &cfg.termination_log {
+        Some(p) => p.clone(),
+        None => PathBuf::from("/dev/termination-log"),
+    };
+    let explicit = cfg.termination_log.is_some();
+    let msg = termination_message(report);
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create(explicit)
+        .truncate(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(msg.as_bytes()));
+    if let Err(e) = result {
+        if explicit {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
+        }
+    }
+}
+
+/// The human summary: verdict, reason, remedy, and what each source said.
+pub fn summary(r: &PreflightReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "preflight: {} (exit {})", r.verdict.name(), r.exit_code);
+    let _ = writeln!(s, "  reason: {}", r.reason);
+    if !r.remedy.is_empty() {
+        let _ = writeln!(s, "  remedy: {}", r.remedy);
+    }
+    for e in &r.evidence {
+        let status = if e.answered {
+            "answered".to_string()
+        } else {
+            e.error.clone().unwrap_or_else(|| "no answer".into())
+        };
+        let _ = writeln!(
+            s,
+            "  evidence {}: {} ({} ms)",
+            e.source, status, e.elapsed_ms
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn termination_message_fits_in_4_kib() {
+        let dir = layout::inspect(
+            &Paths::new(Path::new("/nonexistent-agent-test"), None),
+            Options::default(),
+        );
+        let report = PreflightReport {
+            verdict: Verdict::RefuseEmptyFormed,
+            exit_code: 10,
+            reason: "é".repeat(5000),
+            remedy: "x".repeat(9000),
+            member: serde_json::Value::Null,
+            evidence: vec![],
+            data_dir: dir,
+            elapsed_ms: 0,
+            decided_at_unix: 0,
+        };
+        let msg = termination_message(&report);
+        assert!(msg.len() <= TERMINATION_MESSAGE_MAX, "{}", msg.len());
+        let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
+        assert_eq!(v["verdict"], "refuse-empty-formed");
+        assert_eq!(v["exit_code"], 10);
+    }
+}
