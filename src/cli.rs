@@ -35,7 +35,7 @@ pub enum Command {
     /// Report latent hazards of a Pod (dangling ConfigMap/Secret references).
     PodCheck(PodCheckArgs),
     /// The sidecar: identity over gRPC, identity-aware readiness, metrics.
-    Serve(NotYetArgs),
+    Serve(Box<ServeArgs>),
 }
 
 /// Placeholder for a subcommand whose issue has not landed: it accepts any
@@ -139,13 +139,10 @@ pub struct KubeArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// `preflight`.
-#[derive(Debug, Args)]
-pub struct PreflightArgs {
-    #[command(flatten)]
-    pub dirs: DataDirArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
+/// The evidence every command that must know the cluster's phase gathers
+/// (`preflight`, and `restore` for its "cluster already formed" gate).
+#[derive(Debug, Clone, Args)]
+pub struct EvidenceArgs {
     #[command(flatten)]
     pub identity: IdentityArgs,
     #[command(flatten)]
@@ -161,9 +158,20 @@ pub struct PreflightArgs {
     /// DANGEROUS: bootstrap an empty dir when no evidence source can answer (no operator).
     #[arg(long, env = "AGENT_ALLOW_BOOTSTRAP_WITHOUT_EVIDENCE")]
     pub allow_bootstrap_without_evidence: bool,
-    /// The whole command's time budget (5, 5s, 500ms, 1m).
+    /// The time budget for gathering evidence and deciding (5, 5s, 500ms, 1m).
     #[arg(long, env = "AGENT_TIMEOUT", default_value = "30s", value_parser = crate::duration::parse)]
     pub timeout: Duration,
+}
+
+/// `preflight`.
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub dirs: DataDirArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
     /// Where to write the verdict for the sidecar [default: /run/etcd-agent/preflight.json when that directory exists].
     #[arg(long, env = "AGENT_VERDICT_FILE")]
     pub verdict_file: Option<PathBuf>,
@@ -214,6 +222,85 @@ pub struct PodCheckArgs {
     /// The whole check's time budget, every API call included (5, 5s, 500ms, 1m).
     #[arg(long, env = "AGENT_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
     pub timeout: Duration,
+}
+
+/// `serve` (SPEC §2.5). The sidecar ignores `--peer-endpoints`, `--user` and
+/// `--password`: it asks only the local member, and Status and MemberList need no auth.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub dirs: DataDirArgs,
+    /// This member's name (etcd --name); also the Pod and EtcdMember name when --pod-name is not given.
+    #[arg(long, env = "ETCD_MEMBER_NAME")]
+    pub name: Option<String>,
+    /// The local member's client URL (serve watches this one member; only the first of a list is used).
+    #[arg(long, env = "ETCD_ENDPOINTS", default_value = "http://127.0.0.1:2379")]
+    pub endpoints: String,
+    #[command(flatten)]
+    pub etcd: EtcdConnArgs,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// gRPC listen address (MemberAgent, health, reflection).
+    #[arg(long, env = "AGENT_GRPC_LISTEN", default_value = "0.0.0.0:9465")]
+    pub grpc_listen: std::net::SocketAddr,
+    /// HTTP listen address (/livez, /readyz, /metrics; plaintext).
+    #[arg(long, env = "AGENT_HTTP_LISTEN", default_value = "0.0.0.0:9466")]
+    pub http_listen: std::net::SocketAddr,
+    /// PEM certificate of the gRPC server (TLS; plaintext without it).
+    #[arg(long, env = "AGENT_TLS_CERT_PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM key of the gRPC server certificate.
+    #[arg(long, env = "AGENT_TLS_KEY_PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA bundle: require gRPC clients to present a certificate it signed (mTLS).
+    #[arg(long, env = "AGENT_TLS_CLIENT_CA_PATH")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// This Pod start's preflight verdict (JSON), for the expected identity.
+    #[arg(
+        long,
+        env = "AGENT_VERDICT_FILE",
+        default_value = "/run/etcd-agent/preflight.json"
+    )]
+    pub verdict_file: PathBuf,
+    /// How often the local member is polled (Status and serializable MemberList).
+    #[arg(long, env = "AGENT_POLL_INTERVAL", default_value = "2s", value_parser = crate::duration::parse)]
+    pub poll_interval: Duration,
+    /// Bound on one poll of the local member, connect included.
+    #[arg(long, env = "AGENT_POLL_TIMEOUT", default_value = "1s", value_parser = crate::duration::parse)]
+    pub poll_timeout: Duration,
+    /// How often the operator's EtcdMember/EtcdCluster records are re-read (with --kube).
+    #[arg(long, env = "AGENT_KUBE_INTERVAL", default_value = "30s", value_parser = crate::duration::parse)]
+    pub kube_interval: Duration,
+    /// Bound on one Kubernetes read (records or pod-check).
+    #[arg(long, env = "AGENT_KUBE_TIMEOUT", default_value = "5s", value_parser = crate::duration::parse)]
+    pub kube_timeout: Duration,
+    /// How often the pod-check looks for latent hazards (with --kube).
+    #[arg(long, env = "AGENT_HAZARD_INTERVAL", default_value = "60s", value_parser = crate::duration::parse)]
+    pub hazard_interval: Duration,
+    /// At most this many WatchIdentity streams at once; more get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "AGENT_MAX_WATCHERS", default_value_t = 64)]
+    pub max_watchers: usize,
+    /// Push mode: the operator's IdentityCollector URL (http:// or https://).
+    #[arg(long, env = "AGENT_REPORT_TO")]
+    pub report_to: Option<String>,
+    /// Heartbeat period of push mode when nothing changes.
+    #[arg(long, env = "AGENT_REPORT_INTERVAL", default_value = "30s", value_parser = crate::duration::parse)]
+    pub report_interval: Duration,
+    /// Bound on each Report call, connect included.
+    #[arg(long, env = "AGENT_REPORT_TIMEOUT", default_value = "5s", value_parser = crate::duration::parse)]
+    pub report_timeout: Duration,
+    /// PEM CA that signed the collector's certificate (required for https://).
+    #[arg(long, env = "AGENT_REPORT_CA_PATH")]
+    pub report_ca: Option<PathBuf>,
+    /// PEM client certificate for mTLS to the collector.
+    #[arg(long, env = "AGENT_REPORT_CERT_PATH")]
+    pub report_cert: Option<PathBuf>,
+    /// PEM key of the client certificate.
+    #[arg(long, env = "AGENT_REPORT_KEY_PATH")]
+    pub report_key: Option<PathBuf>,
+    /// How long SIGTERM/SIGINT waits for both servers to drain.
+    #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
+    pub shutdown_grace: Duration,
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::UsageError;
-use crate::cli::PreflightArgs;
+use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::evidence::{self, etcd as live_src, kube as kube_src};
@@ -59,8 +59,35 @@ fn hint(name: &str, value: &Option<String>) -> anyhow::Result<Option<u64>> {
 }
 
 impl Config {
-    /// Validates the arguments.
+    /// The data dir layout this configuration inspects.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// This member as configured.
+    pub fn me(&self) -> &SelfFacts {
+        &self.me
+    }
+
+    /// Validates `preflight`'s arguments.
     pub fn from_args(a: &PreflightArgs) -> anyhow::Result<Config> {
+        Config::new(
+            &a.dirs,
+            &a.evidence,
+            a.verdict_file.clone(),
+            a.termination_log.clone(),
+        )
+    }
+
+    /// Validates the evidence arguments shared with other commands (`restore`).
+    /// `verdict_file`/`termination_log` are where `run` writes; [`decide`] alone
+    /// writes nothing.
+    pub fn new(
+        dirs: &DataDirArgs,
+        a: &EvidenceArgs,
+        verdict_file: Option<PathBuf>,
+        termination_log: Option<PathBuf>,
+    ) -> anyhow::Result<Config> {
         let initial = match a
             .identity
             .initial_cluster
@@ -140,7 +167,7 @@ impl Config {
             return Err(usage("--timeout must be positive"));
         }
         Ok(Config {
-            paths: Paths::new(&a.dirs.data_dir, a.dirs.wal_dir.as_deref()),
+            paths: Paths::new(&dirs.data_dir, dirs.wal_dir.as_deref()),
             me: SelfFacts {
                 name,
                 peer_urls,
@@ -152,8 +179,8 @@ impl Config {
             hint_cluster_id: hint("ETCD_CLUSTER_ID", &a.cluster_id_hint)?,
             allow_bootstrap_without_evidence: a.allow_bootstrap_without_evidence,
             timeout: a.timeout,
-            verdict_file: a.verdict_file.clone(),
-            termination_log: a.termination_log.clone(),
+            verdict_file,
+            termination_log,
         })
     }
 }
