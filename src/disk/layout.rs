@@ -443,7 +443,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .snapshots
         .iter()
         .rev()
-        .filter(|s| s.index > 0 && s.index <= commit.max(s.index))
+        .filter(|s| s.index > 0 && s.index <= commit)
         .find_map(|s| {
             snaps
                 .iter()
