@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio::time::{timeout_at, Instant};
 
 use crate::cli::PodCheckArgs;
-use crate::evidence::kube::{client, KubeTarget};
+use crate::evidence::kube::{client, render_chain, KubeTarget};
 pub use crate::evidence::pod::{check_pod, Hazard, PodCheckError, PodReport};
 use crate::exit::Exit;
 use crate::output::emit;
@@ -327,22 +327,6 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
-}
-
-/// The error and its causes on one line, without repeating a cause already
-/// contained in the text.
-fn render_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut current = e.source();
-    while let Some(cause) = current {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        current = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

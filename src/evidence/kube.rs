@@ -435,7 +435,7 @@ fn classify(e: ::kube::Error, kind: Kind, namespace: &str, name: &str) -> KubeEv
 
 /// The client's own read/connect timeouts surface as an I/O `TimedOut` (or a
 /// tower "elapsed") somewhere down the cause chain.
-fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = current {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
@@ -452,7 +452,9 @@ fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn render_chain(e: &(dyn std::error::Error + 'static)) -> String {
+/// The error and its causes on one line, without repeating a cause already
+/// contained in the text.
+pub(crate) fn render_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut current = e.source();
     while let Some(cause) = current {

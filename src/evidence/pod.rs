@@ -75,7 +75,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::{timeout_at, Instant};
 
-use super::kube::KubeEvidenceError;
+use super::kube::{is_timeout, render_chain, KubeEvidenceError};
 use super::remaining;
 
 /// Waiting reasons that always mean the kubelet cannot build the container
@@ -956,39 +956,6 @@ fn classify(e: ::kube::Error, kind: ObjectKind, namespace: &str, name: &str) -> 
             source: Box::new(other),
         },
     }
-}
-
-/// The client's own read/connect timeouts surface as an I/O `TimedOut` (or a
-/// tower "elapsed") somewhere down the cause chain.
-fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = current {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::TimedOut {
-                return true;
-            }
-        }
-        let text = err.to_string();
-        if text.contains("timed out") || text.contains("deadline has elapsed") {
-            return true;
-        }
-        current = err.source();
-    }
-    false
-}
-
-fn render_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut current = e.source();
-    while let Some(cause) = current {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        current = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
