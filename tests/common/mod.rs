@@ -52,6 +52,7 @@ pub use tree::{assert_tree_unchanged, tree_diff, tree_snapshot, EntryFacts, Entr
 /// let status = assert_eventually!(m.try_endpoint_status(), "{} answers", m.name());
 /// assert_eventually!(ensure(!m.is_running(), "still running"));
 /// ```
+#[allow(unused_macros)] // not every test binary waits on something
 macro_rules! assert_eventually {
     ($check:expr $(,)?) => {
         $crate::common::eventually($crate::common::patience(), || $check).unwrap_or_else(|e| {
