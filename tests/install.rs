@@ -248,6 +248,11 @@ fn uid_65532_installs_into_its_own_volume() {
 #[test]
 fn the_static_binary_runs_installs_and_verifies_in_an_empty_chroot_as_65532() {
     let Some(bin) = std::env::var_os("AGENT_STATIC_BIN").filter(|b| !b.is_empty()) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI must run the empty-chroot test: set AGENT_STATIC_BIN=$(scripts/build-static)"
+        );
         eprintln!(
             "!!! SKIPPED: set AGENT_STATIC_BIN to the static release binary \
              (AGENT_STATIC_BIN=$(scripts/build-static)) to run the empty-chroot test !!!"
