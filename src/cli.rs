@@ -25,7 +25,7 @@ pub enum Command {
     /// Decide whether etcd may start on this data dir (init container).
     Preflight(Box<PreflightArgs>),
     /// Populate an empty data dir from a snapshot, first bootstrap only.
-    Restore(NotYetArgs),
+    Restore(Box<RestoreArgs>),
     /// Remove every entry of a data dir, then verify it is empty.
     Wipe(WipeArgs),
     /// Exit 0 only when a data dir is provably empty.
@@ -301,6 +301,101 @@ pub struct ServeArgs {
     /// How long SIGTERM/SIGINT waits for both servers to drain.
     #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
     pub shutdown_grace: Duration,
+}
+
+/// Where `restore` takes the snapshot from, as the operator names it
+/// (`SNAPSHOT_DEST_KIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SnapshotSourceKind {
+    /// An S3-compatible object store (`S3_*`, `AWS_*`).
+    S3,
+    /// A file on a mounted volume (`PVC_MOUNT_PATH`/`PVC_SUBPATH`).
+    Pvc,
+}
+
+/// A boolean as operators write it in env (`true`, `false`, `1`, `0`, `yes`, `no`,
+/// `on`, `off`); empty means `false`.
+fn parse_flag_env(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" | "false" | "0" | "no" | "off" => Ok(false),
+        "true" | "1" | "yes" | "on" => Ok(true),
+        other => Err(format!("{other:?} is not a boolean (true or false)")),
+    }
+}
+
+/// `restore` (SPEC §2.3). The source is `--from-file`, `--from-s3`, or what
+/// `SNAPSHOT_DEST_KIND` names; the gate uses the same evidence as `preflight`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub dirs: DataDirArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+    /// Restore from this snapshot file (`etcdctl snapshot save` output, or a raw `db` with --skip-hash-check).
+    #[arg(long, env = "AGENT_RESTORE_FROM_FILE", conflicts_with = "from_s3")]
+    pub from_file: Option<PathBuf>,
+    /// Restore from the S3 object named by S3_ENDPOINT, S3_BUCKET and S3_KEY.
+    #[arg(long, env = "AGENT_RESTORE_FROM_S3")]
+    pub from_s3: bool,
+    /// The source kind the operator configured, used when neither --from-file nor --from-s3 is given: s3 or pvc (pvc reads <PVC_MOUNT_PATH>/<PVC_SUBPATH>).
+    #[arg(long, env = "SNAPSHOT_DEST_KIND", value_enum, ignore_case = true)]
+    pub source_kind: Option<SnapshotSourceKind>,
+    /// Where the snapshot volume is mounted (pvc source).
+    #[arg(long, env = "PVC_MOUNT_PATH")]
+    pub pvc_mount_path: Option<PathBuf>,
+    /// The snapshot file's path inside the volume, relative (pvc source).
+    #[arg(long, env = "PVC_SUBPATH")]
+    pub pvc_subpath: Option<String>,
+    /// S3 endpoint URL for S3-compatible stores [default: AWS for --s3-region].
+    #[arg(long, env = "S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3 bucket.
+    #[arg(long, env = "S3_BUCKET")]
+    pub s3_bucket: Option<String>,
+    /// S3 object key of the snapshot.
+    #[arg(long, env = "S3_KEY")]
+    pub s3_key: Option<String>,
+    /// S3 region (signing scope).
+    #[arg(long, env = "S3_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+    /// Path-style requests (<endpoint>/<bucket>/<key>) instead of virtual-hosted (<bucket>.<host>/<key>); always on for an IP-address or localhost endpoint.
+    #[arg(long, env = "S3_FORCE_PATH_STYLE", num_args = 0..=1, default_missing_value = "true", value_parser = parse_flag_env)]
+    pub s3_force_path_style: Option<bool>,
+    /// S3 access key ID [default: unsigned requests when no key is given].
+    #[arg(long, env = "AWS_ACCESS_KEY_ID")]
+    pub s3_access_key_id: Option<String>,
+    /// S3 secret access key.
+    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub s3_secret_access_key: Option<String>,
+    /// S3 session token, for temporary credentials.
+    #[arg(long, env = "AWS_SESSION_TOKEN", hide_env_values = true)]
+    pub s3_session_token: Option<String>,
+    /// PEM CA bundle trusted for an https S3 endpoint, in addition to the system's (a private MinIO CA).
+    #[arg(long, env = "AWS_CA_BUNDLE")]
+    pub s3_ca_bundle: Option<PathBuf>,
+    /// Accept a snapshot without the SHA-256 trailer (a raw `db` copy); a trailer, when present, is still verified.
+    #[arg(long, env = "AGENT_SKIP_HASH_CHECK")]
+    pub skip_hash_check: bool,
+    /// The restore tool: a path to etcdutl or etcdctl, or a directory holding them [default: /usr/local/bin, then PATH].
+    #[arg(long, env = "ETCDUTL_PATH")]
+    pub etcdutl_path: Option<PathBuf>,
+    /// Bound on fetching the snapshot (HEAD/stat, download or copy, fsync) (5, 5s, 500ms, 1m).
+    #[arg(long, env = "AGENT_DOWNLOAD_TIMEOUT", default_value = "10m", value_parser = crate::duration::parse)]
+    pub download_timeout: Duration,
+    /// Bound on connecting to the S3 endpoint.
+    #[arg(long, env = "AGENT_CONNECT_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub connect_timeout: Duration,
+    /// Bound on a silence of the S3 endpoint: no byte for this long fails the download.
+    #[arg(long, env = "AGENT_READ_TIMEOUT", default_value = "30s", value_parser = crate::duration::parse)]
+    pub read_timeout: Duration,
+    /// Bound on the restore tool's run.
+    #[arg(long, env = "AGENT_TOOL_TIMEOUT", default_value = "10m", value_parser = crate::duration::parse)]
+    pub tool_timeout: Duration,
+    /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
+    #[arg(long, env = "TERMINATION_LOG")]
+    pub termination_log: Option<PathBuf>,
 }
 
 #[cfg(test)]

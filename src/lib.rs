@@ -11,4 +11,8 @@ pub mod duration;
 pub mod evidence;
 pub mod exit;
 pub mod output;
+/// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
+pub mod restore;
+/// The sidecar (`serve`): identity over gRPC, identity-aware readiness, metrics, push reports.
+pub mod server;
 pub mod verdict;

@@ -22,11 +22,6 @@ fn init_tracing() {
     }
 }
 
-fn not_yet(what: &str) -> anyhow::Result<Exit> {
-    eprintln!("etcd-member-agent {what}: not implemented yet");
-    Ok(Exit::Usage)
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -43,12 +38,12 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Preflight(args) => cmd::preflight::run(args),
-        Command::Restore(_) => not_yet("restore"),
+        Command::Restore(args) => cmd::restore::run(args),
         Command::Wipe(args) => cmd::wipe::run(args),
         Command::VerifyWipe(args) => cmd::wipe::run_verify(args),
         Command::Install(args) => cmd::install::run(args),
         Command::PodCheck(args) => cmd::pod_check::run(args),
-        Command::Serve(_) => not_yet("serve"),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(exit) => exit.into(),

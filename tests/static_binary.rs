@@ -111,7 +111,9 @@ fn peer_host_names_resolve_from_etc_hosts_in_an_empty_chroot() {
             ("ETCD_MEMBER_NAME", "etcd-9".into()),
             (
                 "ETCD_INITIAL_CLUSTER",
-                "etcd-9=http://etcd-9.etcd-headless.tenant-a.svc:2380".into(),
+                "etcd-0=http://etcd-0.etcd-headless.tenant-a.svc:2380,\
+                 etcd-9=http://etcd-9.etcd-headless.tenant-a.svc:2380"
+                    .into(),
             ),
             ("ETCD_PEER_ENDPOINTS", endpoint),
             ("AGENT_KUBE", "false".into()),
@@ -143,7 +145,7 @@ fn peer_host_names_resolve_from_etc_hosts_in_an_empty_chroot() {
         ),
         "{run:?}"
     );
-    // etcd-9 is not in that cluster: not started, not listed → phase-unknown.
+    // etcd-9 (not the seed) is not in that cluster's member list → phase-unknown.
     assert_eq!(run.code, 14, "{run:?}");
 
     let run = in_chroot(

@@ -90,6 +90,9 @@ pub fn summary(r: &Inspection) -> String {
             b.members.len()
         );
     }
+    if let Some(why) = &r.backend_unread {
+        let _ = writeln!(s, "  backend not read: {why}");
+    }
     if let Some(h) = &r.kv_hash {
         let _ = writeln!(
             s,

@@ -6,6 +6,8 @@ pub mod inspect;
 pub mod install;
 pub mod pod_check;
 pub mod preflight;
+pub mod restore;
+pub mod serve;
 pub mod wipe;
 
 /// A configuration problem found while running a command: `main` maps it to

@@ -146,6 +146,9 @@ pub struct Inspection {
     pub backend: Option<Backend>,
     /// `--hash`: what `etcdutl snapshot status` prints for the db.
     pub kv_hash: Option<KvHash>,
+    /// Why `backend` (and `kv_hash`) are missing although the db exists: a
+    /// running etcd kept committing to it while it was read. Not corruption.
+    pub backend_unread: Option<String>,
     /// The membership the directory records (latest record per member).
     pub membership: Vec<RecordedMember>,
     /// The peer URLs the directory records for its own member ID.
@@ -175,6 +178,7 @@ impl Inspection {
             snap_files: Vec::new(),
             backend: None,
             kv_hash: None,
+            backend_unread: None,
             membership: Vec::new(),
             self_peer_urls: None,
             running: false,
@@ -217,6 +221,16 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
         "file"
     } else {
         "other"
+    }
+}
+
+/// The kind of an entry, for a sentence: "a symlink", "a directory", ...
+fn a_kind(ft: &std::fs::FileType) -> &'static str {
+    match kind_of(ft) {
+        "symlink" => "a symlink",
+        "dir" => "a directory",
+        "file" => "a regular file",
+        _ => "a special file (FIFO, socket or device)",
     }
 }
 
@@ -279,6 +293,11 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                 kind: kind_of(ft),
                 note: "file-system debris; etcd ignores it",
             }),
+            ".restore-staging" => r.unexpected.push(Entry {
+                path,
+                kind: kind_of(ft),
+                note: "debris of an interrupted restore; the next restore removes it",
+            }),
             _ if paths.wal_dir.starts_with(&path) => {}
             _ => r.unexpected.push(Entry {
                 path,
@@ -297,6 +316,40 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                     kind_of(&ft)
                 ),
                 Some(paths.member_dir.clone()),
+                None,
+            );
+        }
+    }
+
+    let member_entries = match list_dir(&paths.member_dir) {
+        Ok(e) => e.unwrap_or_default(),
+        Err(e) => {
+            let state = io_state(&e);
+            return r.fail(
+                state,
+                format!("cannot list {}: {e}", paths.member_dir.display()),
+                Some(paths.member_dir.clone()),
+                None,
+            );
+        }
+    };
+    // Nothing inside the data dir is followed: a symlinked `member/wal` or
+    // `member/snap` would take every read out of it (and a loop would be an
+    // ELOOP at best). A dedicated `--wal-dir` is the operator's choice and may be
+    // a symlink, like the data dir itself.
+    let default_wal_dir = paths.wal_dir == paths.member_dir.join("wal");
+    for (name, ft) in &member_entries {
+        let must_be_dir = name == "snap" || (name == "wal" && default_wal_dir);
+        if must_be_dir && !ft.is_dir() {
+            let path = paths.member_dir.join(name);
+            return r.fail(
+                DirState::Corrupt,
+                format!(
+                    "{} is {}, not a directory (symlinks inside the data dir are not followed)",
+                    path.display(),
+                    a_kind(ft)
+                ),
+                Some(path),
                 None,
             );
         }
@@ -332,18 +385,6 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
             });
         }
     }
-    let member_entries = match list_dir(&paths.member_dir) {
-        Ok(e) => e.unwrap_or_default(),
-        Err(e) => {
-            let state = io_state(&e);
-            return r.fail(
-                state,
-                format!("cannot list {}: {e}", paths.member_dir.display()),
-                Some(paths.member_dir.clone()),
-                None,
-            );
-        }
-    };
     let snap_entries = match list_dir(&paths.snap_dir) {
         Ok(e) => e.unwrap_or_default(),
         Err(e) => {
@@ -500,40 +541,81 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
             None,
         );
     }
-    let db = match Db::open(&db_path) {
-        Ok(db) => db,
-        Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
-    };
-    let backend = match db.summary() {
-        Ok(b) => b,
-        Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
-    };
-    if opts.hash {
-        match db.kv_hash() {
-            Ok(h) => r.kv_hash = Some(h),
-            Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+    // Only a regular file is opened: a FIFO would block the open forever, a
+    // symlink would lead out of the data dir.
+    if let Some((_, ft)) = snap_entries.iter().find(|(n, _)| n == "db") {
+        if !ft.is_file() {
+            return r.fail(
+                DirState::Corrupt,
+                format!(
+                    "{} is {}, not a regular file (symlinks inside the data dir are not followed)",
+                    db_path.display(),
+                    a_kind(ft)
+                ),
+                Some(db_path),
+                None,
+            );
         }
     }
-    let snap_index = r.snapshot.map_or(0, |s| s.index);
-    let ci = backend.consistent_index.unwrap_or(0);
-    let has_snap_db = snap_entries.iter().any(|(n, _)| n.ends_with(".snap.db"));
-    if ci < snap_index && !has_snap_db {
-        return r.fail(
-            DirState::Corrupt,
-            format!("the backend's consistent index {ci} is below the snapshot index {snap_index} and no .snap.db is present"),
-            Some(db_path),
-            None,
-        );
+    // A running etcd commits to the db while it is read without its lock: pages
+    // can be freed and reused under the reader, and what looks broken is only a
+    // moving target. So while the locks are held a failed read is retried, and if
+    // it keeps failing the backend is left out of the report; the WAL decides.
+    let mut attempt = 1;
+    let (backend, kv_hash) = loop {
+        match read_backend(&db_path, opts.hash) {
+            Ok((b, h)) => break (Some(b), h),
+            Err(e) if r.running && !e.is_permission() => {
+                if attempt < RUNNING_DB_ATTEMPTS {
+                    attempt += 1;
+                    continue;
+                }
+                r.backend_unread = Some(format!(
+                    "etcd is running and committed to the db while it was read ({attempt} attempts): {e}"
+                ));
+                break (None, None);
+            }
+            Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+        }
+    };
+    r.kv_hash = kv_hash;
+    if let Some(backend) = &backend {
+        let snap_index = r.snapshot.map_or(0, |s| s.index);
+        let ci = backend.consistent_index.unwrap_or(0);
+        let has_snap_db = snap_entries.iter().any(|(n, _)| n.ends_with(".snap.db"));
+        if ci < snap_index && !has_snap_db {
+            return r.fail(
+                DirState::Corrupt,
+                format!("the backend's consistent index {ci} is below the snapshot index {snap_index} and no .snap.db is present"),
+                Some(db_path),
+                None,
+            );
+        }
     }
 
-    r.membership = membership(&wal, snap_file.as_ref(), &backend);
+    r.membership = membership(&wal, snap_file.as_ref(), backend.as_ref());
     r.self_peer_urls = r
         .membership
         .iter()
         .find(|m| m.id == wal.member_id)
         .map(|m| m.peer_urls.clone());
-    r.backend = Some(backend);
+    r.backend = backend;
     r
+}
+
+/// How many times the db of a running etcd is read before giving up on it.
+const RUNNING_DB_ATTEMPTS: u32 = 3;
+
+/// Opens the db and reads its summary and, with `hash`, the KV hash, both from
+/// the meta chosen at open.
+fn read_backend(
+    db_path: &Path,
+    hash: bool,
+) -> Result<(Backend, Option<KvHash>), super::bbolt::BoltError> {
+    let db = Db::open(db_path)?;
+    let backend = db.summary()?;
+    let kv_hash = if hash { Some(db.kv_hash()?) } else { None };
+    Ok((backend, kv_hash))
 }
 
 fn backend_state(e: &super::bbolt::BoltError) -> DirState {
@@ -558,9 +640,13 @@ fn wal_failure(r: Inspection, e: WalError) -> Inspection {
 /// the `.snap` in use, then ConfChange entries after it, each later source
 /// overriding an earlier one for the same ID (3.4's backend can lag its `.snap`
 /// after a restore; the WAL's conf changes are the newest word).
-fn membership(wal: &Wal, snap: Option<&SnapFile>, backend: &Backend) -> Vec<RecordedMember> {
+fn membership(
+    wal: &Wal,
+    snap: Option<&SnapFile>,
+    backend: Option<&Backend>,
+) -> Vec<RecordedMember> {
     let mut by_id: BTreeMap<u64, RecordedMember> = BTreeMap::new();
-    for m in &backend.members {
+    for m in backend.iter().flat_map(|b| &b.members) {
         by_id.insert(
             m.id,
             RecordedMember {
@@ -571,7 +657,7 @@ fn membership(wal: &Wal, snap: Option<&SnapFile>, backend: &Backend) -> Vec<Reco
             },
         );
     }
-    for id in &backend.removed_members {
+    for id in backend.iter().flat_map(|b| &b.removed_members) {
         by_id.remove(id);
     }
     let snap_index = snap.map_or(0, |s| s.index);

@@ -624,8 +624,19 @@ impl<'a> Scanner<'a> {
     /// Makes `[off, off + n)` available in the buffer (the caller checked that
     /// it lies inside the file and that `n` is bounded) and returns it.
     fn window(&mut self, off: u64, n: usize) -> Result<&[u8], IoError> {
-        let have = off >= self.buf_off && off - self.buf_off + n as u64 <= self.buf_len as u64;
+        let buf_end = self.buf_off + self.buf_len as u64;
+        let have = off >= self.buf_off && off + n as u64 <= buf_end;
         if !have {
+            // The part of [off, off + n) already in the buffer (a frame straddling
+            // the window's end) moves to the front instead of being read again:
+            // with records near the window size every byte was read twice.
+            let keep = if off >= self.buf_off && off < buf_end {
+                let from = (off - self.buf_off) as usize;
+                self.buf.copy_within(from..self.buf_len, 0);
+                self.buf_len - from
+            } else {
+                0
+            };
             let rest = self.file.len().saturating_sub(off);
             let want = usize::try_from(rest)
                 .unwrap_or(usize::MAX)
@@ -633,14 +644,19 @@ impl<'a> Scanner<'a> {
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
-            let got = self.file.read_at(off, &mut self.buf[..want])?;
+            let got = if want > keep {
+                self.file
+                    .read_at(off + keep as u64, &mut self.buf[keep..want])?
+            } else {
+                0
+            };
             self.buf_off = off;
-            self.buf_len = got;
-            if got < n {
+            self.buf_len = keep + got;
+            if self.buf_len < n {
                 return Err(IoError {
                     op: "pread",
                     path: self.file.path().to_path_buf(),
-                    offset: Some(off + got as u64),
+                    offset: Some(off + self.buf_len as u64),
                     source: io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "file shrank while being read",
@@ -1550,6 +1566,32 @@ pub(crate) mod tests {
         let wal = read_wal(dir.path()).unwrap();
         assert_eq!(wal.last_index, 32);
         assert!(wal.torn_tail.is_none());
+    }
+
+    #[test]
+    fn records_straddling_window_ends_read_correctly() {
+        // Records of 0.6 windows: most of them start in one window and end in the
+        // next, so the buffer carries their first part over.
+        let mut e = two_segments();
+        for i in 31..=40u8 {
+            let body = vec![i; WINDOW_BYTES * 3 / 5 + usize::from(i)];
+            e.rec(ENTRY_TYPE, &entry(0, 3, u64::from(i), &body));
+        }
+        e.rec(STATE_TYPE, &hard_state(3, NODE, 40));
+        let dir = tempfile::tempdir().unwrap();
+        let paths = e.write(dir.path(), 0);
+        let wal = read_wal(dir.path()).unwrap();
+        assert_eq!((wal.last_index, wal.hard_state.commit), (40, 40));
+        assert!(wal.torn_tail.is_none());
+        // A flipped byte in the carried-over part of a straddling record is found.
+        let (seg, at) = e.offsets[e.offsets.len() - 4];
+        let mut bytes = std::fs::read(&paths[seg]).unwrap();
+        let flip = at as usize + 8 + WINDOW_BYTES / 10;
+        bytes[flip] ^= 1;
+        std::fs::write(&paths[seg], bytes).unwrap();
+        let (_, offset, kind) = corrupt_kind(read_wal(dir.path()).unwrap_err());
+        assert_eq!(offset, at);
+        assert!(matches!(kind, CorruptKind::CrcMismatch { .. }), "{kind:?}");
     }
 
     #[test]

@@ -1,0 +1,1051 @@
+//! `restore`: populate an empty data dir from a snapshot, for the first bootstrap
+//! only (SPEC §2.3).
+//!
+//! The order is the design. First the **gate**: the same evidence `preflight`
+//! gathers (directory, live cluster, operator record, env hints) must say this is
+//! the bootstrap of a cluster that has not formed — a wiped seed must never
+//! silently re-restore its create-time snapshot and boot a one-member cluster whose
+//! IDs collide with the real one. An initialized directory is left alone (exit 0,
+//! idempotent). Then the cheap checks that avoid half-done work: the tool exists
+//! and answers, the source exists, and the data dir's filesystem has room
+//! (`statvfs`, twice the snapshot plus the WAL segment etcd preallocates). Then
+//! the work, all inside `<data-dir>/.restore-staging/`: fetch and hash the
+//! snapshot, run the version-matched tool, fsync, verify the staged directory's
+//! identity with the inspector, and publish it with one atomic rename. Any failure
+//! removes the staging directory, so the data dir is left as it was found; a crash
+//! leaves it as debris that the inspector tolerates and the next run removes.
+//!
+//! The gate maps `preflight`'s verdicts: `start` → already initialized (0);
+//! `bootstrap` → restore; `join` → restore only when no source answered (a
+//! member of a multi-member restore under `--allow-bootstrap-without-evidence`),
+//! else 34 (a joining member gets its data from its peers); `refuse-empty-formed`,
+//! and `phase-unknown` when a live cluster answered, → 34; everything else keeps
+//! its own code.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::preflight::{self, EvidenceEntry};
+use super::UsageError;
+use crate::cli::{RestoreArgs, SnapshotSourceKind};
+use crate::disk::ids;
+use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::exit::Exit;
+use crate::output::{self, hex_id};
+use crate::restore::fetch::{self, FetchError, Fetched, StagedSnapshot};
+use crate::restore::s3::{self, S3Location};
+use crate::restore::stage::{self, StageError, Staging};
+use crate::restore::tool::{self, RestoreRequest, ToolKind};
+use crate::restore::trailer::{has_trailer, TrailerCheck};
+use crate::restore::verify::{self, Expected};
+use crate::restore::{self as pieces};
+use crate::verdict::Verdict;
+
+/// etcd preallocates each WAL segment to this size; a restore writes one.
+const WAL_SEGMENT_BYTES: u64 = 64_000_000;
+/// Headroom for the `.snap` file and metadata.
+const SPACE_MARGIN_BYTES: u64 = 1 << 20;
+/// Kubernetes reads at most this much of a termination message.
+const TERMINATION_MESSAGE_MAX: usize = 4096;
+
+const REMEDY_FORMED: &str = "do not restore this member: the cluster already formed. Recover it from its peers instead \
+(etcdctl member remove + member add, so it joins fresh and receives the data; with the operator, delete the EtcdMember \
+so it is replaced). To recreate a cluster from this snapshot on purpose, restore into empty directories of a new cluster \
+(a new --initial-cluster-token) with no live peers and no operator record of a formed cluster.";
+
+/// Where the snapshot comes from.
+#[derive(Debug, Clone)]
+enum SourcePlan {
+    File(PathBuf),
+    S3(S3Location),
+}
+
+impl SourcePlan {
+    fn kind(&self) -> &'static str {
+        match self {
+            SourcePlan::File(_) => "file",
+            SourcePlan::S3(_) => "s3",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            SourcePlan::File(p) => p.display().to_string(),
+            SourcePlan::S3(l) => l.describe(),
+        }
+    }
+}
+
+/// How the staged copy will be fetched, once the source answered.
+enum Fetcher<'a> {
+    File(&'a Path),
+    S3 {
+        rt: tokio::runtime::Runtime,
+        store: Arc<object_store::aws::AmazonS3>,
+        loc: &'a S3Location,
+        head: s3::Head,
+    },
+}
+
+/// The validated configuration.
+#[derive(Debug)]
+struct Plan {
+    evidence: preflight::Config,
+    data_dir: PathBuf,
+    name: String,
+    initial_cluster: String,
+    token: String,
+    peer_urls: Vec<String>,
+    expected: Expected,
+    source: SourcePlan,
+    skip_hash_check: bool,
+    etcdutl_path: Option<PathBuf>,
+    download_timeout: Duration,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    tool_timeout: Duration,
+    termination_log: Option<PathBuf>,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_ref()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn source_plan(a: &RestoreArgs) -> anyhow::Result<SourcePlan> {
+    let pvc = || -> anyhow::Result<SourcePlan> {
+        let mount = a
+            .pvc_mount_path
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
+            .ok_or_else(|| usage("a pvc source needs PVC_MOUNT_PATH (--pvc-mount-path)"))?;
+        let sub = nonempty(&a.pvc_subpath).unwrap_or_default();
+        let sub_path = Path::new(&sub);
+        if sub_path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(usage(format!(
+                "PVC_SUBPATH {sub:?} must be a relative path inside the volume (no leading /, no ..)"
+            )));
+        }
+        Ok(SourcePlan::File(mount.join(sub_path)))
+    };
+    let s3 = || -> anyhow::Result<SourcePlan> {
+        let bucket = nonempty(&a.s3_bucket)
+            .ok_or_else(|| usage("an s3 source needs S3_BUCKET (--s3-bucket)"))?;
+        let key =
+            nonempty(&a.s3_key).ok_or_else(|| usage("an s3 source needs S3_KEY (--s3-key)"))?;
+        let credentials = match (
+            nonempty(&a.s3_access_key_id),
+            nonempty(&a.s3_secret_access_key),
+        ) {
+            (Some(id), Some(secret)) => Some((id, secret)),
+            (None, None) => None,
+            _ => {
+                return Err(usage(
+                    "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither (unsigned requests)",
+                ))
+            }
+        };
+        let endpoint = nonempty(&a.s3_endpoint);
+        if let Some(e) = &endpoint {
+            if !(e.starts_with("http://") || e.starts_with("https://")) {
+                return Err(usage(format!(
+                    "S3_ENDPOINT {e:?} must start with http:// or https://"
+                )));
+            }
+        }
+        Ok(SourcePlan::S3(S3Location {
+            endpoint,
+            bucket,
+            key,
+            region: a.s3_region.trim().to_string(),
+            path_style: a.s3_force_path_style.unwrap_or(false),
+            credentials,
+            session_token: nonempty(&a.s3_session_token),
+            ca_bundle: a.s3_ca_bundle.clone().filter(|p| !p.as_os_str().is_empty()),
+        }))
+    };
+    match (&a.from_file, a.from_s3, a.source_kind) {
+        (Some(p), _, _) => Ok(SourcePlan::File(p.clone())),
+        (None, true, _) => s3(),
+        (None, false, Some(SnapshotSourceKind::S3)) => s3(),
+        (None, false, Some(SnapshotSourceKind::Pvc)) => pvc(),
+        (None, false, None) if a.pvc_mount_path.is_some() => pvc(),
+        (None, false, None) => Err(usage(
+            "no snapshot source: pass --from-file PATH or --from-s3, or set SNAPSHOT_DEST_KIND (s3|pvc)",
+        )),
+    }
+}
+
+impl Plan {
+    fn from_args(a: &RestoreArgs) -> anyhow::Result<Plan> {
+        let evidence = preflight::Config::new(&a.dirs, &a.evidence, None, None)?;
+        let data_dir = a.dirs.data_dir.clone();
+        if let Some(w) = &a.dirs.wal_dir {
+            if *w != data_dir.join("member").join("wal") {
+                return Err(usage(
+                    "restore does not support a dedicated --wal-dir (ETCD_WAL_DIR): the WAL and the backend could not be published in one atomic rename",
+                ));
+            }
+        }
+        let id = &a.evidence.identity;
+        let name = nonempty(&id.name)
+            .ok_or_else(|| usage("restore needs this member's name: --name (ETCD_MEMBER_NAME)"))?;
+        let initial_cluster = nonempty(&id.initial_cluster).ok_or_else(|| {
+            usage("restore needs --initial-cluster (ETCD_INITIAL_CLUSTER): the membership of the restored cluster")
+        })?;
+        let parsed =
+            ids::parse_initial_cluster(&initial_cluster).map_err(|e| usage(e.to_string()))?;
+        let token = id.initial_cluster_token.trim().to_string();
+        if token.is_empty() {
+            return Err(usage("--initial-cluster-token must not be empty"));
+        }
+        let expected = Expected::derive(&parsed, &name, &token).ok_or_else(|| {
+            usage(format!(
+                "--name {name} has no entry in --initial-cluster {initial_cluster}"
+            ))
+        })?;
+        let peer_urls = evidence.me().peer_urls.clone();
+        let mut own = parsed.get(&name).cloned().unwrap_or_default();
+        own.sort();
+        let mut given = peer_urls.clone();
+        given.sort();
+        if own != given {
+            return Err(usage(format!(
+                "--peer-urls {} differ from --name {name}'s entry in --initial-cluster ({}): the restore tool would refuse them",
+                given.join(","),
+                own.join(",")
+            )));
+        }
+        for (what, d) in [
+            ("--download-timeout", a.download_timeout),
+            ("--connect-timeout", a.connect_timeout),
+            ("--read-timeout", a.read_timeout),
+            ("--tool-timeout", a.tool_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(usage(format!("{what} must be positive")));
+            }
+        }
+        Ok(Plan {
+            evidence,
+            data_dir,
+            name,
+            initial_cluster,
+            token,
+            peer_urls,
+            expected,
+            source: source_plan(a)?,
+            skip_hash_check: a.skip_hash_check,
+            etcdutl_path: a.etcdutl_path.clone().filter(|p| !p.as_os_str().is_empty()),
+            download_timeout: a.download_timeout,
+            connect_timeout: a.connect_timeout,
+            read_timeout: a.read_timeout,
+            tool_timeout: a.tool_timeout,
+            termination_log: a.termination_log.clone(),
+        })
+    }
+}
+
+/// What `preflight` decided, as the gate saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateDoc {
+    /// preflight's verdict.
+    pub verdict: Verdict,
+    /// preflight's reason.
+    pub reason: String,
+}
+
+/// The snapshot source.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceDoc {
+    /// `file` or `s3`.
+    pub kind: &'static str,
+    /// Path or `s3://bucket/key` (with the endpoint).
+    pub location: String,
+    /// Size announced by stat or HEAD.
+    pub size: Option<u64>,
+}
+
+/// The tool that ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolDoc {
+    /// Path.
+    pub path: PathBuf,
+    /// `etcdutl` or `etcdctl`.
+    pub kind: ToolKind,
+    /// Its version.
+    pub version: String,
+    /// How long `snapshot restore` took.
+    pub elapsed_ms: Option<u64>,
+}
+
+/// The free-space check.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpaceDoc {
+    /// The path statvfs was asked about.
+    pub path: PathBuf,
+    /// Bytes needed.
+    pub needed: u64,
+    /// Bytes available to the agent.
+    pub available: u64,
+}
+
+/// The JSON document of `restore`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreReport {
+    /// `restored`, `already-initialized`, or why not (`refuse-formed`,
+    /// `phase-unknown`, `source-failed`, `no-space`, `tool-failed`, `verify-failed`, …).
+    pub verdict: &'static str,
+    /// The exit code.
+    pub exit_code: u8,
+    /// What happened.
+    pub reason: String,
+    /// What to do (empty on success).
+    pub remedy: String,
+    /// preflight's verdict on the directory and the evidence.
+    pub gate: Option<GateDoc>,
+    /// One entry per evidence source, as preflight reports them.
+    pub evidence: Vec<EvidenceEntry>,
+    /// The inspect document of the data dir, after the run.
+    pub data_dir: Option<Inspection>,
+    /// The inspect document of the staged directory when it failed verification.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Inspection>,
+    /// The snapshot source.
+    pub source: Option<SourceDoc>,
+    /// Bytes fetched.
+    pub bytes: u64,
+    /// The SHA-256 trailer was present and matched.
+    pub sha256_verified: bool,
+    /// The verified hash, hex.
+    pub sha256: Option<String>,
+    /// The restore tool.
+    pub tool: Option<ToolDoc>,
+    /// The member ID the restore produces (derived for --name).
+    pub member_id: Option<String>,
+    /// The cluster ID the restore produces (derived from every member).
+    pub cluster_id: Option<String>,
+    /// Every member of the restored cluster: name → ID.
+    pub members: BTreeMap<String, String>,
+    /// The free-space check.
+    pub space: Option<SpaceDoc>,
+    /// What was tolerated or cleaned up on the way.
+    pub notes: Vec<String>,
+    /// Wall time of each stage, ms.
+    pub timings_ms: BTreeMap<&'static str, u64>,
+    /// Wall time of the whole run.
+    pub elapsed_ms: u64,
+}
+
+impl RestoreReport {
+    fn new(plan: Option<&Plan>) -> RestoreReport {
+        RestoreReport {
+            verdict: "usage-error",
+            exit_code: Exit::Usage.code(),
+            reason: String::new(),
+            remedy: String::new(),
+            gate: None,
+            evidence: Vec::new(),
+            data_dir: None,
+            staged: None,
+            source: plan.map(|p| SourceDoc {
+                kind: p.source.kind(),
+                location: p.source.describe(),
+                size: None,
+            }),
+            bytes: 0,
+            sha256_verified: false,
+            sha256: None,
+            tool: None,
+            member_id: plan.map(|p| hex_id(p.expected.member_id)),
+            cluster_id: plan.map(|p| hex_id(p.expected.cluster_id)),
+            members: plan
+                .map(|p| {
+                    p.expected
+                        .members
+                        .iter()
+                        .map(|(id, (name, _))| (name.clone(), hex_id(*id)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            space: None,
+            notes: Vec::new(),
+            timings_ms: BTreeMap::new(),
+            elapsed_ms: 0,
+        }
+    }
+}
+
+/// Why the run stopped short of `restored`.
+#[derive(Debug)]
+struct Stop {
+    exit: Exit,
+    verdict: &'static str,
+    reason: String,
+    remedy: String,
+}
+
+fn stop(exit: Exit, verdict: &'static str, reason: impl Into<String>, remedy: &str) -> Stop {
+    Stop {
+        exit,
+        verdict,
+        reason: reason.into(),
+        remedy: remedy.to_string(),
+    }
+}
+
+/// What the gate makes of preflight's verdict.
+#[derive(Debug, PartialEq, Eq)]
+enum Gate {
+    /// The directory holds a member already: nothing to do.
+    AlreadyInitialized,
+    /// First bootstrap: restore.
+    Proceed,
+    /// Refuse with this exit and verdict name.
+    Refuse(Exit, &'static str),
+}
+
+/// Maps preflight's verdict (and which sources answered) to the restore gate.
+fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gate {
+    match verdict {
+        Verdict::Start => Gate::AlreadyInitialized,
+        Verdict::Bootstrap => Gate::Proceed,
+        // Only `--allow-bootstrap-without-evidence` yields `join` with every source
+        // silent: a member of a multi-member restore, which bootstraps too.
+        Verdict::Join if !any_source_answered => Gate::Proceed,
+        Verdict::Join | Verdict::RefuseEmptyFormed => {
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        }
+        Verdict::PhaseUnknown if live_answered => {
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        }
+        Verdict::PhaseUnknown => Gate::Refuse(Exit::PhaseUnknown, "phase-unknown"),
+        Verdict::RefuseForeign => Gate::Refuse(Exit::RefuseForeign, "refuse-foreign"),
+        Verdict::RefuseCorrupt => Gate::Refuse(Exit::RefuseCorrupt, "refuse-corrupt"),
+        Verdict::RefusePartial => Gate::Refuse(Exit::RefusePartial, "refuse-partial"),
+        Verdict::RefuseRunning => Gate::Refuse(Exit::RefuseRunning, "refuse-running"),
+        Verdict::Unreadable => Gate::Refuse(Exit::Unreadable, "unreadable"),
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+fn stage_stop(e: StageError) -> Stop {
+    if e.is_no_space() {
+        stop(
+            Exit::RestoreSpace,
+            "no-space",
+            e.to_string(),
+            "give the data volume more room, then retry",
+        )
+    } else {
+        stop(
+            Exit::Unreadable,
+            "data-dir-unwritable",
+            e.to_string(),
+            "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
+        )
+    }
+}
+
+/// Runs `restore`.
+pub fn run(args: &RestoreArgs) -> anyhow::Result<Exit> {
+    let started = Instant::now();
+    let plan = match Plan::from_args(args) {
+        Ok(p) => p,
+        Err(e) => {
+            let exit = if e.downcast_ref::<UsageError>().is_some() {
+                Exit::Usage
+            } else {
+                return Err(e);
+            };
+            eprintln!("etcd-member-agent restore: {e}");
+            let doc = json!({"verdict": null, "exit_code": exit.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
+            write_termination_message(args.termination_log.as_deref(), &doc.to_string());
+            output::emit(args.output.format, "", &doc)?;
+            return Ok(exit);
+        }
+    };
+    let mut report = RestoreReport::new(Some(&plan));
+    let exit = match execute(&plan, &mut report) {
+        Ok(()) => Exit::Ok,
+        Err(s) => {
+            report.verdict = s.verdict;
+            report.reason = s.reason;
+            report.remedy = s.remedy;
+            s.exit
+        }
+    };
+    if report.data_dir.is_none() || exit != Exit::Ok {
+        report.data_dir = Some(layout::inspect(
+            &Paths::new(&plan.data_dir, None),
+            Options::default(),
+        ));
+    }
+    report.exit_code = exit.code();
+    report.elapsed_ms = ms(started.elapsed());
+    tracing::info!(
+        verdict = report.verdict,
+        exit_code = report.exit_code,
+        reason = %report.reason,
+        elapsed_ms = report.elapsed_ms,
+        "restore verdict"
+    );
+    write_termination_message(
+        plan.termination_log.as_deref(),
+        &termination_message(&report),
+    );
+    output::emit(args.output.format, &summary(&report), &report)?;
+    Ok(exit)
+}
+
+fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
+    // 1. The gate.
+    let t = Instant::now();
+    let pre = preflight::decide(&p.evidence).map_err(|e| {
+        stop(
+            Exit::Internal,
+            "internal-error",
+            format!("gathering evidence failed: {e:#}"),
+            "this is a bug; report it with the logs",
+        )
+    })?;
+    r.timings_ms.insert("gate", ms(t.elapsed()));
+    r.evidence = pre.evidence.clone();
+    r.gate = Some(GateDoc {
+        verdict: pre.verdict,
+        reason: pre.reason.clone(),
+    });
+    r.data_dir = Some(pre.data_dir.clone());
+    let answered = |s: &str| pre.evidence.iter().any(|e| e.source == s && e.answered);
+    let live = answered("etcd");
+    let any = live || answered("kube") || answered("env");
+    let staging = Staging::of(&p.data_dir);
+    match gate(pre.verdict, live, any) {
+        Gate::AlreadyInitialized => {
+            // A crash between publishing and cleaning up leaves only debris: finish.
+            if staging.remove().map_err(stage_stop)? {
+                r.notes
+                    .push("removed the staging directory of an earlier run".into());
+                r.data_dir = Some(layout::inspect(
+                    &Paths::new(&p.data_dir, None),
+                    Options::default(),
+                ));
+            }
+            let (m, c) = (pre.data_dir.member_id, pre.data_dir.cluster_id);
+            if m != Some(p.expected.member_id) || c != Some(p.expected.cluster_id) {
+                r.notes.push(format!(
+                    "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore",
+                    m.map(hex_id).unwrap_or_default(),
+                    c.map(hex_id).unwrap_or_default(),
+                    hex_id(p.expected.member_id),
+                    hex_id(p.expected.cluster_id)
+                ));
+            }
+            r.verdict = "already-initialized";
+            r.reason = format!("{}; nothing restored", pre.reason);
+            return Ok(());
+        }
+        Gate::Refuse(Exit::RestoreFormed, verdict) => {
+            return Err(stop(
+                Exit::RestoreFormed,
+                verdict,
+                format!(
+                    "refusing to restore: the cluster already formed ({}: {}). A restore would boot a new cluster with this member's and the cluster's IDs over it",
+                    pre.verdict.name(),
+                    pre.reason
+                ),
+                REMEDY_FORMED,
+            ))
+        }
+        Gate::Refuse(exit, verdict) => {
+            return Err(stop(
+                exit,
+                verdict,
+                format!("refusing to restore: {}", pre.reason),
+                &pre.remedy,
+            ))
+        }
+        Gate::Proceed => {
+            tracing::info!(verdict = pre.verdict.name(), reason = %pre.reason, "restore gate: first bootstrap");
+        }
+    }
+
+    // 2. The tool, before any byte moves.
+    let tool = tool::find(p.etcdutl_path.as_deref()).map_err(|e| {
+        stop(
+            Exit::RestoreTool,
+            "tool-failed",
+            e.to_string(),
+            "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
+        )
+    })?;
+    r.tool = Some(ToolDoc {
+        path: tool.path.clone(),
+        kind: tool.kind,
+        version: tool.version.clone(),
+        elapsed_ms: None,
+    });
+
+    // 3. Debris of an interrupted run.
+    if staging.remove().map_err(stage_stop)? {
+        r.notes.push(format!(
+            "removed {} left by an interrupted restore",
+            staging.root.display()
+        ));
+    }
+
+    // 4. The source, its size, and room for it.
+    let t = Instant::now();
+    let fetch_deadline = t + p.download_timeout;
+    let source_failed = |e: &dyn std::fmt::Display| {
+        stop(
+            Exit::RestoreSource,
+            "source-failed",
+            e.to_string(),
+            "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
+        )
+    };
+    let (size, fetcher) = match &p.source {
+        SourcePlan::File(path) => (
+            fetch::probe_file(path).map_err(|e| source_failed(&e))?,
+            Fetcher::File(path),
+        ),
+        SourcePlan::S3(loc) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| stop(Exit::Internal, "internal-error", e.to_string(), ""))?;
+            let bounds = s3::Bounds {
+                connect: p.connect_timeout,
+                idle: p.read_timeout,
+                total: p.download_timeout,
+            };
+            let store = Arc::new(s3::client(loc, bounds).map_err(|e| source_failed(&e))?);
+            let head = rt
+                .block_on(async {
+                    tokio::time::timeout(p.download_timeout, s3::head(&store, loc, p.read_timeout))
+                        .await
+                })
+                .map_err(|_| {
+                    source_failed(&fetch::SourceError::TimedOut {
+                        location: loc.describe(),
+                        after: p.download_timeout,
+                    })
+                })?
+                .map_err(|e| source_failed(&e))?;
+            (
+                head.size,
+                Fetcher::S3 {
+                    rt,
+                    store,
+                    loc,
+                    head,
+                },
+            )
+        }
+    };
+    if let Some(s) = r.source.as_mut() {
+        s.size = Some(size);
+    }
+    if !has_trailer(size) && !p.skip_hash_check {
+        return Err(no_trailer(&p.source, size));
+    }
+    let (fs_path, available) = stage::free_bytes(&p.data_dir).map_err(stage_stop)?;
+    let needed = size
+        .saturating_mul(2)
+        .saturating_add(WAL_SEGMENT_BYTES + SPACE_MARGIN_BYTES);
+    r.space = Some(SpaceDoc {
+        path: fs_path.clone(),
+        needed,
+        available,
+    });
+    if available < needed {
+        return Err(stop(
+            Exit::RestoreSpace,
+            "no-space",
+            format!(
+                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
+                fs_path.display()
+            ),
+            "give the data volume more room (or free it), then retry",
+        ));
+    }
+
+    // 5. Fetch into staging, hashing as the bytes pass.
+    stage::ensure_dir(&p.data_dir).map_err(stage_stop)?;
+    staging.create().map_err(stage_stop)?;
+    let cleanup = |s: Stop| -> Stop {
+        if let Err(e) = staging.remove() {
+            tracing::warn!(error = %e, "cannot remove the staging directory");
+        }
+        s
+    };
+    let staged = StagedSnapshot::create(&staging.snapshot(), size, &p.source.describe())
+        .map_err(|e| cleanup(fetch_stop(e)))?;
+    let remaining = fetch_deadline.saturating_duration_since(Instant::now());
+    let fetched: Fetched = match fetcher {
+        Fetcher::File(path) => fetch::copy_file(path, staged, remaining),
+        Fetcher::S3 {
+            rt,
+            store,
+            loc,
+            head,
+        } => rt
+            .block_on(async {
+                tokio::time::timeout(
+                    remaining,
+                    s3::download(&store, loc, &head, staged, p.read_timeout),
+                )
+                .await
+            })
+            .unwrap_or_else(|_| {
+                Err(fetch::SourceError::TimedOut {
+                    location: loc.describe(),
+                    after: p.download_timeout,
+                }
+                .into())
+            }),
+    }
+    .map_err(|e| cleanup(fetch_stop(e)))?;
+    r.bytes = fetched.bytes;
+    r.timings_ms.insert("fetch", ms(t.elapsed()));
+    tracing::info!(
+        bytes = fetched.bytes,
+        elapsed_ms = ms(fetched.elapsed),
+        "snapshot staged"
+    );
+
+    // 6. The trailer.
+    let skip_hash_check = match &fetched.check {
+        TrailerCheck::Verified { sha256 } => {
+            r.sha256_verified = true;
+            r.sha256 = Some(sha256.clone());
+            false
+        }
+        TrailerCheck::Absent if p.skip_hash_check => {
+            r.notes.push("the snapshot has no SHA-256 trailer (a raw db copy); accepted with --skip-hash-check".into());
+            true
+        }
+        TrailerCheck::Absent => return Err(cleanup(no_trailer(&p.source, fetched.bytes))),
+        TrailerCheck::Mismatch { expected, computed } => {
+            return Err(cleanup(stop(
+                Exit::RestoreSource,
+                "source-failed",
+                format!("the snapshot {} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}", p.source.describe()),
+                "the snapshot is corrupt or truncated; restore from another snapshot",
+            )));
+        }
+        TrailerCheck::WrongLength { expected, received } => {
+            return Err(cleanup(stop(
+                Exit::RestoreSource,
+                "source-failed",
+                format!("the snapshot {} changed while it was fetched: {expected} bytes announced, {received} received", p.source.describe()),
+                "make sure nothing writes the snapshot during the restore, then retry",
+            )));
+        }
+    };
+
+    // 7. The tool.
+    let t = Instant::now();
+    let restored = staging.restored();
+    let req = RestoreRequest {
+        snapshot: &fetched.path,
+        data_dir: &restored,
+        name: &p.name,
+        initial_cluster: &p.initial_cluster,
+        token: &p.token,
+        peer_urls: &p.peer_urls,
+        skip_hash_check,
+    };
+    let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
+        cleanup(stop(
+            Exit::RestoreTool,
+            "tool-failed",
+            e.to_string(),
+            "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
+        ))
+    })?;
+    if let Some(doc) = r.tool.as_mut() {
+        doc.elapsed_ms = Some(ms(tool_elapsed));
+    }
+    r.timings_ms.insert("tool", ms(t.elapsed()));
+    pieces::test_pause("tool");
+
+    // 8. Durable, then verified.
+    let t = Instant::now();
+    stage::fsync_tree(&restored).map_err(|e| cleanup(stage_stop(e)))?;
+    let staged_ins = layout::inspect(&Paths::new(&restored, None), Options::default());
+    match verify::check(&staged_ins, &p.expected) {
+        Ok(notes) => r.notes.extend(notes),
+        Err(e) => {
+            r.staged = Some(staged_ins);
+            return Err(cleanup(stop(
+                Exit::RestoreVerify,
+                "verify-failed",
+                e.to_string(),
+                "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
+            )));
+        }
+    }
+    r.timings_ms.insert("verify", ms(t.elapsed()));
+
+    // 9. Publish: one rename, then the parent's fsync.
+    pieces::test_pause("rename");
+    let t = Instant::now();
+    let data_paths = Paths::new(&p.data_dir, None);
+    stage::publish(&restored.join("member"), &data_paths.member_dir)
+        .map_err(|e| cleanup(stage_stop(e)))?;
+    pieces::test_pause("cleanup");
+    if let Err(e) = staging.remove() {
+        r.notes.push(format!(
+            "published, but could not remove the staging directory (the next run will): {e}"
+        ));
+    }
+    r.timings_ms.insert("publish", ms(t.elapsed()));
+
+    // 10. Read back what etcd will see.
+    let after = layout::inspect(&data_paths, Options::default());
+    let check = verify::check(&after, &p.expected);
+    r.data_dir = Some(after);
+    if let Err(e) = check {
+        return Err(stop(
+            Exit::RestoreVerify,
+            "verify-failed",
+            format!("after publishing: {e}"),
+            "keep the directory for analysis and report this: the staged copy verified but the published one does not",
+        ));
+    }
+    r.verdict = "restored";
+    r.reason = format!(
+        "restored {} ({} bytes{}) with {} {} as member {} ({}) of cluster {}",
+        p.source.describe(),
+        r.bytes,
+        if r.sha256_verified {
+            ", SHA-256 verified"
+        } else {
+            ", no trailer"
+        },
+        match tool.kind {
+            ToolKind::Etcdutl => "etcdutl",
+            ToolKind::Etcdctl => "etcdctl",
+        },
+        tool.version,
+        p.name,
+        hex_id(p.expected.member_id),
+        hex_id(p.expected.cluster_id)
+    );
+    Ok(())
+}
+
+fn no_trailer(source: &SourcePlan, size: u64) -> Stop {
+    stop(
+        Exit::RestoreSource,
+        "source-failed",
+        format!(
+            "the snapshot {} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output",
+            source.describe()
+        ),
+        "restore a snapshot taken with `etcdctl snapshot save`; a raw db copied out of a data dir can be restored with --skip-hash-check (AGENT_SKIP_HASH_CHECK=true)",
+    )
+}
+
+fn fetch_stop(e: FetchError) -> Stop {
+    if e.is_no_space() {
+        stop(
+            Exit::RestoreSpace,
+            "no-space",
+            e.to_string(),
+            "give the data volume more room, then retry",
+        )
+    } else if let FetchError::Write { .. } = e {
+        stop(
+            Exit::Unreadable,
+            "data-dir-unwritable",
+            e.to_string(),
+            "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
+        )
+    } else {
+        stop(
+            Exit::RestoreSource,
+            "source-failed",
+            e.to_string(),
+            "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
+        )
+    }
+}
+
+/// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
+fn termination_message(r: &RestoreReport) -> String {
+    let mut reason = r.reason.clone();
+    let mut remedy = r.remedy.clone();
+    loop {
+        let msg = json!({
+            "verdict": r.verdict,
+            "exit_code": r.exit_code,
+            "member_id": r.member_id,
+            "cluster_id": r.cluster_id,
+            "reason": reason,
+            "remedy": remedy,
+        })
+        .to_string();
+        if msg.len() <= TERMINATION_MESSAGE_MAX {
+            return msg;
+        }
+        let longer = if reason.len() >= remedy.len() {
+            &mut reason
+        } else {
+            &mut remedy
+        };
+        let mut cut = longer.len() * 3 / 4;
+        while !longer.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        longer.truncate(cut);
+        longer.push('…');
+    }
+}
+
+fn write_termination_message(path: Option<&Path>, msg: &str) {
+    let explicit = path.is_some();
+    let path = path.unwrap_or(Path::new("/dev/termination-log"));
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create(explicit)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(msg.as_bytes()));
+    if let Err(e) = result {
+        if explicit {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
+        }
+    }
+}
+
+/// The human summary.
+fn summary(r: &RestoreReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "restore: {} (exit {})", r.verdict, r.exit_code);
+    let _ = writeln!(s, "  reason: {}", r.reason);
+    if !r.remedy.is_empty() {
+        let _ = writeln!(s, "  remedy: {}", r.remedy);
+    }
+    if let (Some(m), Some(c)) = (&r.member_id, &r.cluster_id) {
+        let _ = writeln!(s, "  identity: member {m} of cluster {c}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    for e in &r.evidence {
+        let status = if e.answered {
+            "answered".to_string()
+        } else {
+            e.error.clone().unwrap_or_else(|| "no answer".into())
+        };
+        let _ = writeln!(s, "  evidence {}: {status}", e.source);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_restores_only_a_first_bootstrap() {
+        use Verdict::*;
+        assert_eq!(gate(Start, true, true), Gate::AlreadyInitialized);
+        assert_eq!(gate(Bootstrap, false, true), Gate::Proceed);
+        assert_eq!(gate(Bootstrap, false, false), Gate::Proceed);
+        assert_eq!(gate(Join, false, false), Gate::Proceed);
+        assert_eq!(
+            gate(Join, true, true),
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        );
+        assert_eq!(
+            gate(Join, false, true),
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        );
+        assert_eq!(
+            gate(RefuseEmptyFormed, false, true),
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        );
+        assert_eq!(
+            gate(PhaseUnknown, true, true),
+            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+        );
+        assert_eq!(
+            gate(PhaseUnknown, false, false),
+            Gate::Refuse(Exit::PhaseUnknown, "phase-unknown")
+        );
+        assert_eq!(
+            gate(RefusePartial, false, false),
+            Gate::Refuse(Exit::RefusePartial, "refuse-partial")
+        );
+        assert_eq!(
+            gate(RefuseCorrupt, false, false),
+            Gate::Refuse(Exit::RefuseCorrupt, "refuse-corrupt")
+        );
+        assert_eq!(
+            gate(RefuseRunning, false, false),
+            Gate::Refuse(Exit::RefuseRunning, "refuse-running")
+        );
+        assert_eq!(
+            gate(Unreadable, false, false),
+            Gate::Refuse(Exit::Unreadable, "unreadable")
+        );
+        assert_eq!(
+            gate(RefuseForeign, true, true),
+            Gate::Refuse(Exit::RefuseForeign, "refuse-foreign")
+        );
+    }
+
+    /// A crashed restore leaves its staging directory; the inspector must treat
+    /// it as debris (the directory stays `empty`), or the rerun that would finish
+    /// the job is refused as `partial`.
+    #[test]
+    fn the_inspector_treats_a_leftover_staging_dir_as_debris() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = Staging::of(dir.path());
+        staging.create().unwrap();
+        std::fs::create_dir_all(staging.restored().join("member/snap")).unwrap();
+        std::fs::write(staging.restored().join("member/snap/db"), b"x").unwrap();
+        std::fs::write(staging.snapshot(), b"partial").unwrap();
+        let ins = layout::inspect(&Paths::new(dir.path(), None), Options::default());
+        assert_eq!(ins.state, crate::verdict::DirState::Empty);
+        let entry = ins
+            .unexpected
+            .iter()
+            .find(|e| e.path.ends_with(stage::STAGING_DIR))
+            .expect("the staging dir is reported");
+        assert!(entry.note.contains("restore"), "{}", entry.note);
+    }
+
+    #[test]
+    fn the_termination_message_fits_in_4_kib() {
+        let mut r = RestoreReport::new(None);
+        r.reason = "é".repeat(5000);
+        r.remedy = "x".repeat(9000);
+        let msg = termination_message(&r);
+        assert!(msg.len() <= TERMINATION_MESSAGE_MAX);
+        let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
+        assert_eq!(v["verdict"], "usage-error");
+    }
+}

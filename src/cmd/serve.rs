@@ -1,0 +1,178 @@
+//! `serve`: the sidecar. Validates the command line into a
+//! [`server::Config`], builds a small tokio runtime (two
+//! worker threads at most: it sits beside etcd and must not compete with it), turns
+//! SIGTERM and SIGINT into a graceful shutdown, and runs [`crate::server`].
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::UsageError;
+use crate::cli::ServeArgs;
+use crate::evidence::etcd::parse_endpoints;
+use crate::evidence::kube::{service_account_token_mounted, KubeTarget};
+use crate::exit::Exit;
+use crate::server::config::{KubeConfig, LocalEtcd, ReportConfig, ServerTls};
+use crate::server::{self, Config};
+
+/// Runs the sidecar until SIGTERM or SIGINT; exits 0 after draining, 2 for a
+/// configuration error (bad flag, unreadable TLS file, port in use).
+pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+    let config = config(args)?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(2);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(4)
+        .thread_name("serve")
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let result = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        let signals = tokio::spawn(on_signal(shutdown.clone()));
+        let result = server::run(config, shutdown.clone(), |_| {}).await;
+        signals.abort();
+        result
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => Ok(Exit::Ok),
+        Err(e) if e.is_configuration() => Err(UsageError(e.to_string()).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Cancels `shutdown` on the first SIGTERM or SIGINT.
+async fn on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install a SIGTERM handler; SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+            shutdown.cancel();
+            return;
+        }
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    };
+    tracing::info!(signal = name, "shutdown requested");
+    shutdown.cancel();
+}
+
+fn positive(flag: &str, d: Duration) -> Result<Duration, UsageError> {
+    if d.is_zero() {
+        return Err(UsageError(format!("{flag} must be greater than zero")));
+    }
+    Ok(d)
+}
+
+/// Validates the flags into a [`Config`] (no I/O but the service-account probe
+/// that decides `--kube`'s default).
+pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
+    let endpoints = parse_endpoints(&args.endpoints);
+    let endpoint = endpoints
+        .first()
+        .cloned()
+        .ok_or_else(|| UsageError("--endpoints names no endpoint".to_owned()))?;
+    if endpoints.len() > 1 {
+        tracing::warn!(used = %endpoint, "serve watches the local member only: using the first of --endpoints");
+    }
+    if args.max_watchers == 0 {
+        return Err(UsageError("--max-watchers must be at least 1".to_owned()));
+    }
+    let poll_interval = positive("--poll-interval", args.poll_interval)?;
+    let poll_timeout = positive("--poll-timeout", args.poll_timeout)?;
+
+    let name = args.name.clone().filter(|n| !n.is_empty());
+    let pod_name = args
+        .kube
+        .pod_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| name.clone());
+    let namespace = args.kube.namespace.clone().filter(|n| !n.is_empty());
+    let kube_on = args.kube.kube.unwrap_or_else(service_account_token_mounted);
+    let kube = if kube_on {
+        let namespace = namespace.clone().ok_or_else(|| {
+            UsageError("--kube needs the Pod's namespace (--namespace / POD_NAMESPACE)".to_owned())
+        })?;
+        let member_name = pod_name.clone().ok_or_else(|| {
+            UsageError(
+                "--kube needs the Pod's name (--pod-name / POD_NAME, or --name / ETCD_MEMBER_NAME)"
+                    .to_owned(),
+            )
+        })?;
+        Some(KubeConfig {
+            target: KubeTarget {
+                namespace,
+                member_name,
+                kubeconfig: args.kube.kubeconfig.clone(),
+            },
+            interval: positive("--kube-interval", args.kube_interval)?,
+            timeout: positive("--kube-timeout", args.kube_timeout)?,
+            hazard_interval: positive("--hazard-interval", args.hazard_interval)?,
+        })
+    } else {
+        None
+    };
+
+    let grpc_tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(ServerTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        }),
+        (None, None) if args.tls_client_ca.is_some() => {
+            return Err(UsageError(
+                "--tls-client-ca needs --tls-cert and --tls-key".to_owned(),
+            ))
+        }
+        (None, None) => None,
+        _ => {
+            return Err(UsageError(
+                "--tls-cert and --tls-key go together".to_owned(),
+            ))
+        }
+    };
+
+    let report = match args.report_to.as_deref().filter(|u| !u.is_empty()) {
+        Some(url) => Some(ReportConfig {
+            url: url.to_owned(),
+            interval: positive("--report-interval", args.report_interval)?,
+            timeout: positive("--report-timeout", args.report_timeout)?,
+            ca: args.report_ca.clone(),
+            cert: args.report_cert.clone(),
+            key: args.report_key.clone(),
+            pod_name: pod_name.clone().unwrap_or_default(),
+            namespace: namespace.clone().unwrap_or_default(),
+        }),
+        None => None,
+    };
+
+    Ok(Config {
+        grpc_listen: args.grpc_listen,
+        http_listen: args.http_listen,
+        grpc_tls,
+        etcd: LocalEtcd {
+            endpoint,
+            ca: args.etcd.cacert.clone(),
+            cert: args.etcd.cert.clone(),
+            key: args.etcd.key.clone(),
+        },
+        data_dir: args.dirs.data_dir.clone(),
+        wal_dir: args.dirs.wal_dir.clone(),
+        verdict_file: args.verdict_file.clone(),
+        poll_interval,
+        poll_timeout,
+        kube,
+        max_watchers: args.max_watchers,
+        report,
+        shutdown_grace: args.shutdown_grace,
+    })
+}

@@ -1,0 +1,214 @@
+//! What the sidecar learns once, when it starts: the verdict `preflight` wrote for
+//! this Pod start, and the identity recorded in the data directory's WAL.
+//!
+//! Both are expectations, not observations: they say who the member *was* before
+//! etcd started, which is exactly what a member that re-bootstrapped a fresh
+//! cluster has forgotten. The verdict file is read leniently (a `serde_json::Value`
+//! picked apart field by field): it is written by another version of this binary,
+//! perhaps an older one, and an unknown or missing field must not cost the sidecar
+//! the fields it does understand.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::identity::{PreflightVerdict, WalIdentity};
+use crate::disk::layout::{self, Options, Paths};
+use crate::evidence::parse_hex_id;
+use crate::verdict::DirState;
+
+/// Why the verdict file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum VerdictFileError {
+    /// The file exists but cannot be read.
+    #[error("cannot read the verdict file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a JSON object with a `verdict` string.
+    #[error("the verdict file {} is not a preflight verdict: {detail}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The largest verdict file read; preflight's are a few KiB.
+const MAX_VERDICT_BYTES: u64 = 1 << 20;
+
+/// Reads the verdict `preflight` wrote; `Ok(None)` when there is no file (no
+/// preflight init container, or a deployment without the shared volume).
+pub fn read_verdict(path: &Path) -> Result<Option<PreflightVerdict>, VerdictFileError> {
+    use std::io::Read;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(VerdictFileError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_VERDICT_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|source| VerdictFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|e| VerdictFileError::Malformed {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    parse_verdict(&doc, path)
+        .map(Some)
+        .map_err(|detail| VerdictFileError::Malformed {
+            path: path.to_owned(),
+            detail,
+        })
+}
+
+/// Picks the fields the sidecar uses out of a verdict document.
+pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, String> {
+    let verdict = doc
+        .get("verdict")
+        .and_then(Value::as_str)
+        .ok_or("no `verdict` string")?;
+    let text = |key: &str| {
+        doc.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let exit_code = doc
+        .get("exit_code")
+        .and_then(Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok())
+        .unwrap_or(-1);
+    let decided_at_unix = doc.get("decided_at_unix").and_then(|v| {
+        v.as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+    });
+    // An ID that does not parse is treated as unknown rather than failing the
+    // whole file: the other fields still say what preflight decided.
+    let id = |key: &str| {
+        doc.get("data_dir")
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+            .and_then(|s| parse_hex_id(s).ok().flatten())
+    };
+    Ok(PreflightVerdict {
+        verdict: verdict.to_owned(),
+        exit_code,
+        reason: text("reason"),
+        remedy: text("remedy"),
+        decided_at_unix,
+        member_id: id("member_id"),
+        cluster_id: id("cluster_id"),
+        path: path.display().to_string(),
+    })
+}
+
+/// Reads the data directory offline (no locks, no writes) and keeps its identity.
+/// Blocking: call it from the blocking pool.
+pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
+    let report = layout::inspect(&Paths::new(data_dir, wal_dir), Options::default());
+    WalIdentity {
+        state: state_name(report.state).to_owned(),
+        member_id: report.member_id,
+        cluster_id: report.cluster_id,
+        commit_index: report.hard_state.as_ref().map_or(0, |h| h.commit),
+        term: report.hard_state.as_ref().map_or(0, |h| h.term),
+        last_index: report.last_index.unwrap_or(0),
+        problem: report.problem.map(|p| p.message),
+    }
+}
+
+fn state_name(state: DirState) -> &'static str {
+    match state {
+        DirState::Empty => "empty",
+        DirState::Initialized => "initialized",
+        DirState::Partial => "partial",
+        DirState::Corrupt => "corrupt",
+        DirState::Unreadable => "unreadable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_full_verdict_is_read() {
+        let doc = json!({
+            "verdict": "start",
+            "exit_code": 0,
+            "reason": "the directory is this member's",
+            "remedy": null,
+            "decided_at_unix": 1700000000,
+            "evidence": [],
+            "data_dir": {"state": "initialized", "member_id": "8e9e05c52164694d", "cluster_id": "cdf818194e3a8c32"},
+            "some_future_key": {"nested": true}
+        });
+        let v = parse_verdict(&doc, Path::new("/v.json")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.verdict, "start");
+        assert_eq!(v.exit_code, 0);
+        assert_eq!(v.remedy, "");
+        assert_eq!(v.decided_at_unix, Some(1_700_000_000));
+        assert_eq!(v.member_id, Some(0x8e9e05c52164694d));
+        assert_eq!(v.cluster_id, Some(0xcdf818194e3a8c32));
+    }
+
+    #[test]
+    fn a_refusal_without_ids_is_read() {
+        let doc = json!({
+            "verdict": "refuse-empty-formed",
+            "exit_code": 10,
+            "reason": "empty but started before",
+            "remedy": "remove and re-add the member",
+            "decided_at_unix": 1700000000.5,
+            "data_dir": {"state": "empty", "member_id": null, "cluster_id": null}
+        });
+        let v = parse_verdict(&doc, Path::new("/v.json")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.exit_code, 10);
+        assert_eq!(v.decided_at_unix, Some(1_700_000_000));
+        assert_eq!((v.member_id, v.cluster_id), (None, None));
+    }
+
+    #[test]
+    fn a_document_without_a_verdict_is_rejected() {
+        assert!(parse_verdict(&json!({"exit_code": 0}), Path::new("/v")).is_err());
+        assert!(parse_verdict(&json!([1, 2]), Path::new("/v")).is_err());
+    }
+
+    #[test]
+    fn a_missing_file_is_no_verdict_and_garbage_is_an_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("preflight.json");
+        assert!(matches!(read_verdict(&path), Ok(None)));
+        std::fs::write(&path, b"\x00not json").unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            read_verdict(&path),
+            Err(VerdictFileError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn an_empty_data_dir_has_no_wal_identity() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let wal = read_wal(dir.path(), None);
+        assert_eq!(wal.state, "empty");
+        assert_eq!(
+            (wal.member_id, wal.cluster_id, wal.commit_index),
+            (None, None, 0)
+        );
+    }
+}

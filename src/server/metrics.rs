@@ -1,0 +1,223 @@
+//! Prometheus metrics of the sidecar (`/metrics`, OpenMetrics text), all prefixed
+//! `etcd_agent_`. Gauges mirror the published identity; counters count what the
+//! sidecar did (polls, reports, operator reads) by outcome, so an alert can tell a
+//! member that is wrong from an agent that cannot see.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::identity::Identity;
+use crate::output::hex_id;
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    /// It succeeded.
+    ok,
+    /// It failed with an answer (an error status).
+    error,
+    /// It got no answer in time.
+    timeout,
+}
+
+/// The `result` label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// The outcome.
+    pub result: Outcome,
+}
+
+/// Labels of `etcd_agent_member_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InfoLabels {
+    /// Member name.
+    pub name: String,
+    /// Member ID (hex).
+    pub member_id: String,
+    /// Cluster ID (hex).
+    pub cluster_id: String,
+    /// etcd version.
+    pub etcd_version: String,
+}
+
+/// Every metric, cheap to clone (each is an `Arc` inside).
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// 1 when `/readyz` answers 200.
+    pub ready: Gauge,
+    /// 1 when the identity is consistent.
+    pub consistent: Gauge,
+    /// 1 when the local member answered the last poll.
+    pub member_answered: Gauge,
+    /// 1 when the local member knows a leader.
+    pub has_leader: Gauge,
+    /// The local member's raft term.
+    pub raft_term: Gauge,
+    /// The local member's raft commit index.
+    pub raft_index: Gauge,
+    /// The local member's backend size.
+    pub db_size: Gauge,
+    /// The identity's sequence number.
+    pub sequence: Gauge,
+    /// Number of consistency reasons (failed conditions).
+    pub inconsistencies: Gauge,
+    /// Hazards found by the last pod-check.
+    pub hazards: Gauge,
+    /// Open WatchIdentity streams.
+    pub watchers: Gauge,
+    /// preflight's exit code for this Pod start (-1 without a verdict file).
+    pub preflight_exit_code: Gauge,
+    /// Polls of the local member, by result.
+    pub polls: Family<ResultLabel, Counter>,
+    /// Reports to the collector, by result.
+    pub reports: Family<ResultLabel, Counter>,
+    /// Reads of the operator's records, by result.
+    pub operator_reads: Family<ResultLabel, Counter>,
+    /// 1, labelled with the member's identity.
+    pub member_info: Family<InfoLabels, Gauge>,
+}
+
+impl Metrics {
+    /// Registers every metric under the `etcd_agent` prefix.
+    pub fn register(&self) -> Registry {
+        let mut r = Registry::with_prefix("etcd_agent");
+        r.register(
+            "ready",
+            "1 when /readyz answers 200: the member answers, has a leader and has the expected identity",
+            self.ready.clone(),
+        );
+        r.register(
+            "consistent",
+            "1 when the member's identity equals the expected one and it has a leader",
+            self.consistent.clone(),
+        );
+        r.register(
+            "member_answered",
+            "1 when the local member answered the last poll",
+            self.member_answered.clone(),
+        );
+        r.register(
+            "has_leader",
+            "1 when the local member knows a leader",
+            self.has_leader.clone(),
+        );
+        r.register(
+            "raft_term",
+            "Raft term of the local member",
+            self.raft_term.clone(),
+        );
+        r.register(
+            "raft_index",
+            "Raft commit index of the local member",
+            self.raft_index.clone(),
+        );
+        r.register(
+            "db_size_bytes",
+            "Backend database size of the local member",
+            self.db_size.clone(),
+        );
+        r.register(
+            "identity_sequence",
+            "Sequence number of the published identity (increases on every change)",
+            self.sequence.clone(),
+        );
+        r.register(
+            "inconsistencies",
+            "Number of failed identity conditions (0 when consistent)",
+            self.inconsistencies.clone(),
+        );
+        r.register(
+            "hazards",
+            "Latent Pod hazards found by the last pod-check",
+            self.hazards.clone(),
+        );
+        r.register(
+            "watchers",
+            "Open WatchIdentity streams",
+            self.watchers.clone(),
+        );
+        r.register(
+            "preflight_exit_code",
+            "Exit code of this Pod start's preflight (-1 when no verdict file was found)",
+            self.preflight_exit_code.clone(),
+        );
+        r.register(
+            "identity_polls",
+            "Polls of the local member by result",
+            self.polls.clone(),
+        );
+        r.register(
+            "reports",
+            "IdentityCollector.Report calls by result",
+            self.reports.clone(),
+        );
+        r.register(
+            "operator_reads",
+            "Reads of the operator's EtcdMember/EtcdCluster records by result",
+            self.operator_reads.clone(),
+        );
+        r.register(
+            "member_info",
+            "1, labelled with the local member's name, IDs and etcd version",
+            self.member_info.clone(),
+        );
+        r
+    }
+
+    /// Counts one outcome.
+    pub fn count(family: &Family<ResultLabel, Counter>, result: Outcome) {
+        family.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Mirrors a newly published identity.
+    pub fn observe(&self, identity: &Identity, ready: bool) {
+        let f = &identity.facts;
+        self.ready.set(i64::from(ready));
+        self.consistent.set(i64::from(f.consistent));
+        self.member_answered.set(i64::from(f.member_answered));
+        self.sequence.set(saturating_i64(identity.sequence));
+        self.inconsistencies
+            .set(saturating_i64(f.reasons.len() as u64));
+        self.hazards.set(saturating_i64(f.hazards.len() as u64));
+        self.preflight_exit_code
+            .set(f.preflight.as_ref().map_or(-1, |v| i64::from(v.exit_code)));
+        match &f.member {
+            Some(m) => {
+                self.has_leader
+                    .set(i64::from(f.member_answered && m.leader_id.is_some()));
+                self.raft_term.set(saturating_i64(m.raft_term));
+                self.raft_index.set(saturating_i64(m.raft_index));
+                self.db_size.set(m.db_size);
+                let labels = InfoLabels {
+                    name: m.name.clone(),
+                    member_id: hex_id(m.member_id),
+                    cluster_id: hex_id(m.cluster_id),
+                    etcd_version: m.etcd_version.clone(),
+                };
+                // One series only: drop the previous identity's when it changes.
+                if self.member_info.get(&labels).is_none() {
+                    self.member_info.clear();
+                    self.member_info.get_or_create(&labels).set(1);
+                }
+            }
+            None => {
+                self.has_leader.set(0);
+            }
+        }
+    }
+}
+
+fn saturating_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The registry as OpenMetrics text.
+pub fn render(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}

@@ -1,0 +1,369 @@
+//! The sidecar (`serve`): the member's identity over gRPC, identity-aware
+//! readiness and metrics over HTTP, and push reports to the operator.
+//!
+//! The only long-running, async part of the crate. One task ([`poller`]) writes
+//! the identity — the local member's `Status` and member list, judged against the
+//! expected identity — to a `watch` channel; everything else only reads it: the
+//! gRPC service ([`grpc`]), `/readyz` and `/metrics` ([`http`]), the push client
+//! ([`report`]), the gRPC health service. Kubernetes reads ([`operator`]) run in
+//! their own task so a slow API server never delays a poll.
+//!
+//! The protobuf types are generated into the private `proto` module and never
+//! leave this module: the crate speaks [`Identity`] and friends, converted at the
+//! gRPC boundary.
+//!
+//! Shutdown (SIGTERM/SIGINT in `cmd::serve`) cancels one token: the poller marks
+//! the member not serving, watch streams and the reporter end, both servers stop
+//! accepting and drain, bounded by `--shutdown-grace`.
+
+pub mod boot;
+pub mod config;
+pub mod grpc;
+pub mod http;
+pub mod identity;
+pub mod local;
+pub mod metrics;
+pub mod operator;
+pub mod poller;
+mod proto;
+pub mod report;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+pub use identity::{
+    ExpectedIdentity, Hazard, Identity, LocalMember, PreflightVerdict, WalIdentity,
+};
+
+use metrics::Metrics;
+use poller::{Boot, HazardState, OperatorState, Poller};
+
+/// Why `serve` could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listen address cannot be bound.
+    #[error("cannot listen on {addr} ({flag}): {source}")]
+    Bind {
+        /// The flag naming the address.
+        flag: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The gRPC server's TLS files.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The TLS files for the local member.
+    #[error(transparent)]
+    LocalEtcd(#[from] local::LocalEtcdError),
+    /// Push mode's configuration.
+    #[error(transparent)]
+    Report(#[from] report::ReportSetupError),
+    /// The gRPC server failed.
+    #[error("the gRPC server failed: {0}")]
+    Grpc(#[source] tonic::transport::Error),
+    /// The HTTP server failed.
+    #[error("the HTTP server failed: {0}")]
+    Http(#[source] std::io::Error),
+    /// Reflection could not be built from the embedded descriptors (a bug).
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[source] tonic_reflection::server::Error),
+}
+
+impl ServeError {
+    /// A configuration problem (exit 2) rather than a failure at run time.
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            ServeError::Bind { .. }
+                | ServeError::Tls(_)
+                | ServeError::LocalEtcd(_)
+                | ServeError::Report(_)
+        )
+    }
+}
+
+/// The addresses actually bound (useful with port 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// gRPC.
+    pub grpc: SocketAddr,
+    /// HTTP.
+    pub http: SocketAddr,
+}
+
+/// Runs the sidecar until `shutdown` is cancelled, then drains. `on_bound` is
+/// called once both listeners are bound.
+pub async fn run(
+    config: Config,
+    shutdown: CancellationToken,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), ServeError> {
+    let started = SystemTime::now();
+    // Everything that can be wrong with the configuration fails here, before a
+    // port is taken.
+    let grpc_tls = config
+        .grpc_tls
+        .as_ref()
+        .map(tls::server_config)
+        .transpose()?;
+    let local = local::LocalClient::new(&config.etcd)?;
+    let reporter = config
+        .report
+        .clone()
+        .map(report::Reporter::new)
+        .transpose()?;
+
+    let grpc_listener = bind("--grpc-listen", config.grpc_listen).await?;
+    let http_listener = bind("--http-listen", config.http_listen).await?;
+    let bound = Bound {
+        grpc: grpc_listener.local_addr().unwrap_or(config.grpc_listen),
+        http: http_listener.local_addr().unwrap_or(config.http_listen),
+    };
+    tracing::info!(grpc = %bound.grpc, http = %bound.http, tls = grpc_tls.is_some(), endpoint = %config.etcd.endpoint, "serving");
+    on_bound(bound);
+
+    let metrics = Metrics::default();
+    metrics.preflight_exit_code.set(-1);
+    let registry = Arc::new(metrics.register());
+    let (publish, identity) =
+        watch::channel(poller::initial_identity(&config.etcd.endpoint, started));
+    let (operator_tx, operator_rx) = watch::channel(OperatorState::default());
+    let (hazards_tx, hazards_rx) = watch::channel(HazardState::default());
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    health
+        .set_not_serving::<proto::member_agent_server::MemberAgentServer<grpc::AgentService>>()
+        .await;
+
+    let mut tasks = tokio::task::JoinSet::new();
+
+    // Boot reads, then the poller.
+    {
+        let boot_conf = config.clone();
+        let poller_shutdown = shutdown.clone();
+        let metrics = metrics.clone();
+        let operator_first_wait = config
+            .kube
+            .as_ref()
+            .map(|k| k.timeout + Duration::from_secs(1));
+        tasks.spawn(async move {
+            let boot = read_boot(&boot_conf).await;
+            Poller {
+                local,
+                boot,
+                interval: boot_conf.poll_interval,
+                timeout: boot_conf.poll_timeout,
+                operator_first_wait,
+                operator: operator_rx,
+                hazards: hazards_rx,
+                publish,
+                health,
+                metrics,
+            }
+            .run(poller_shutdown)
+            .await;
+        });
+    }
+
+    if let Some(kube) = config.kube.clone() {
+        tasks.spawn(operator::run(
+            kube,
+            operator_tx,
+            hazards_tx,
+            metrics.clone(),
+            shutdown.clone(),
+        ));
+    } else {
+        // Keep the senders alive so the poller's receivers stay quiet.
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            shutdown.cancelled().await;
+            drop((operator_tx, hazards_tx));
+        });
+    }
+
+    if let Some(reporter) = reporter {
+        tasks.spawn(reporter.run(identity.clone(), metrics.clone(), shutdown.clone()));
+    }
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(ServeError::Reflection)?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(ServeError::Reflection)?;
+    let agent = grpc::AgentService::new(
+        identity.clone(),
+        config.max_watchers,
+        metrics.clone(),
+        shutdown.clone(),
+    );
+    let mut builder = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .max_concurrent_streams(Some(
+            u32::try_from(config.max_watchers)
+                .unwrap_or(u32::MAX)
+                .saturating_add(100),
+        ))
+        .concurrency_limit_per_connection(256)
+        .timeout(Duration::from_secs(10));
+    if let Some(tls) = grpc_tls {
+        builder = builder.tls_config(tls).map_err(ServeError::Grpc)?;
+    }
+    let grpc_shutdown = shutdown.clone();
+    let grpc_server = builder
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(agent.into_server())
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(grpc_listener),
+            grpc_shutdown.cancelled_owned(),
+        );
+
+    let stale_after = config.poll_interval * 3 + config.poll_timeout;
+    let app = http::router(http::HttpState {
+        identity,
+        registry,
+        stale_after,
+    });
+    let http_shutdown = shutdown.clone();
+    let http_server = axum::serve(http_listener, app)
+        .with_graceful_shutdown(async move { http_shutdown.cancelled().await });
+
+    let grpc_task = tokio::spawn(grpc_server);
+    let http_task = tokio::spawn(async move { http_server.await });
+    let result = wait_servers(grpc_task, http_task, &shutdown, config.shutdown_grace).await;
+    shutdown.cancel();
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(config.shutdown_grace, drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("background tasks did not stop within the shutdown grace; abandoning them");
+    }
+    result
+}
+
+async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { flag, addr, source })
+}
+
+/// Waits until shutdown is requested (then lets both servers drain within the
+/// grace period) or until one server fails (then stops the other).
+async fn wait_servers(
+    mut grpc: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    mut http: tokio::task::JoinHandle<std::io::Result<()>>,
+    shutdown: &CancellationToken,
+    grace: Duration,
+) -> Result<(), ServeError> {
+    let early = tokio::select! {
+        biased;
+        () = shutdown.cancelled() => None,
+        r = &mut grpc => Some(flatten_grpc(r)),
+        r = &mut http => Some(flatten_http(r)),
+    };
+    if let Some(failure) = early {
+        shutdown.cancel();
+        grpc.abort();
+        http.abort();
+        return failure.map_or(Ok(()), Err);
+    }
+    tracing::info!(grace = ?grace, "shutting down: draining both servers");
+    let drain = async {
+        let (g, h) = tokio::join!(&mut grpc, &mut http);
+        (flatten_grpc(g), flatten_http(h))
+    };
+    match tokio::time::timeout(grace, drain).await {
+        Ok((Some(e), _)) | Ok((None, Some(e))) => Err(e),
+        Ok((None, None)) => {
+            tracing::info!("drained; bye");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!("servers did not drain within the shutdown grace; closing");
+            grpc.abort();
+            http.abort();
+            Ok(())
+        }
+    }
+}
+
+fn flatten_grpc(
+    r: Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>,
+) -> Option<ServeError> {
+    match r {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(ServeError::Grpc(e)),
+        Err(e) => Some(ServeError::Http(std::io::Error::other(e))),
+    }
+}
+
+fn flatten_http(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Option<ServeError> {
+    match r {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(ServeError::Http(e)),
+        Err(e) => Some(ServeError::Http(std::io::Error::other(e))),
+    }
+}
+
+/// The verdict file and the WAL, read once (the WAL in the blocking pool).
+async fn read_boot(config: &Config) -> Boot {
+    let verdict = match boot::read_verdict(&config.verdict_file) {
+        Ok(Some(v)) => {
+            tracing::info!(path = %config.verdict_file.display(), verdict = %v.verdict, exit_code = v.exit_code, "read this Pod start's preflight verdict");
+            Some(v)
+        }
+        Ok(None) => {
+            tracing::info!(path = %config.verdict_file.display(), "no preflight verdict file");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring the preflight verdict file");
+            None
+        }
+    };
+    let data_dir = config.data_dir.clone();
+    let wal_dir = config.wal_dir.clone();
+    let wal =
+        match tokio::task::spawn_blocking(move || boot::read_wal(&data_dir, wal_dir.as_deref()))
+            .await
+        {
+            Ok(wal) => {
+                tracing::info!(
+                    state = %wal.state,
+                    member_id = %wal.member_id.map(crate::output::hex_id).unwrap_or_default(),
+                    cluster_id = %wal.cluster_id.map(crate::output::hex_id).unwrap_or_default(),
+                    commit = wal.commit_index,
+                    "read the WAL at boot"
+                );
+                Some(wal)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the WAL at boot failed");
+                None
+            }
+        };
+    Boot { verdict, wal }
+}

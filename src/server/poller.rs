@@ -1,0 +1,249 @@
+//! The one task that writes the identity: it polls the local member every
+//! `--poll-interval`, folds in what the other tasks learnt (the operator's record,
+//! the pod-check's hazards) and the boot-time expectations, judges consistency, and
+//! publishes on a `tokio::sync::watch` channel.
+//!
+//! A watch channel because every reader wants the *latest* identity, never a
+//! backlog: a slow WatchIdentity client or a collector that was down skips
+//! intermediate states instead of buffering them. The sequence number increases
+//! only when the facts change, so "same sequence" means "same identity" for every
+//! consumer; `observed_at` is refreshed on every poll without waking anyone.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
+
+use super::identity::{
+    assess, expect, Facts, Hazard, Identity, LocalMember, Observation, OperatorIds,
+    PreflightVerdict, WalIdentity,
+};
+use super::local::{LocalClient, PollError};
+use super::metrics::{Metrics, Outcome};
+use super::proto::member_agent_server::MemberAgentServer;
+
+/// What the operator task last learnt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperatorState {
+    /// The last record read (kept when a later read fails).
+    pub ids: Option<OperatorIds>,
+    /// Why the last read failed.
+    pub error: Option<String>,
+    /// At least one read was attempted.
+    pub attempted: bool,
+}
+
+/// What the pod-check last found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HazardState {
+    /// Hazards found by the last successful check.
+    pub hazards: Vec<Hazard>,
+    /// Why the last check failed.
+    pub error: Option<String>,
+}
+
+/// The expectations read once at boot.
+#[derive(Debug, Clone, Default)]
+pub struct Boot {
+    /// This Pod start's verdict.
+    pub verdict: Option<PreflightVerdict>,
+    /// The WAL at boot.
+    pub wal: Option<WalIdentity>,
+}
+
+/// Everything the poller reads and writes.
+pub struct Poller {
+    /// The local member.
+    pub local: LocalClient,
+    /// Boot-time expectations.
+    pub boot: Boot,
+    /// `--poll-interval`.
+    pub interval: Duration,
+    /// `--poll-timeout`.
+    pub timeout: Duration,
+    /// `Some` when the operator's records are consulted: how long to wait for the
+    /// first read before publishing.
+    pub operator_first_wait: Option<Duration>,
+    /// The operator task's findings.
+    pub operator: watch::Receiver<OperatorState>,
+    /// The pod-check's findings.
+    pub hazards: watch::Receiver<HazardState>,
+    /// Where the identity is published.
+    pub publish: watch::Sender<Identity>,
+    /// The gRPC health service.
+    pub health: HealthReporter,
+    /// Metrics.
+    pub metrics: Metrics,
+}
+
+/// The identity before the first poll (sequence 0: not yet observed).
+pub fn initial_identity(endpoint: &str, started: SystemTime) -> Identity {
+    Identity {
+        sequence: 0,
+        observed_at: started,
+        facts: Facts {
+            agent_started_at: started,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            endpoint: endpoint.to_owned(),
+            member_answered: false,
+            member_error: Some("not polled yet".to_owned()),
+            member: None,
+            preflight: None,
+            wal_at_boot: None,
+            expected: expect(None, None, None),
+            consistent: false,
+            reasons: vec!["the local member has not been polled yet".to_owned()],
+            hazards: Vec::new(),
+            hazards_error: None,
+        },
+    }
+}
+
+impl Poller {
+    /// Runs until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        if let Some(wait) = self.operator_first_wait {
+            // Publishing before the operator's record is known would flip the
+            // expectation (and perhaps readiness) a moment later.
+            let _ = tokio::time::timeout(wait, self.operator.wait_for(|s| s.attempted)).await;
+        }
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut last: Option<LocalMember> = None;
+        let mut answer: Result<(), PollError> = Err(PollError {
+            timed_out: false,
+            message: "not polled yet".to_owned(),
+        });
+        let mut last_ready: Option<bool> = None;
+        loop {
+            let polled = tokio::select! {
+                () = shutdown.cancelled() => break,
+                _ = tick.tick() => true,
+                Ok(()) = self.operator.changed() => false,
+                Ok(()) = self.hazards.changed() => false,
+            };
+            if polled {
+                let deadline = Instant::now() + self.timeout;
+                match self.local.poll(deadline).await {
+                    Ok(member) => {
+                        Metrics::count(&self.metrics.polls, Outcome::ok);
+                        if answer.is_err() {
+                            tracing::info!(
+                                endpoint = self.local.endpoint(),
+                                member_id = %crate::output::hex_id(member.member_id),
+                                cluster_id = %crate::output::hex_id(member.cluster_id),
+                                "local member answers"
+                            );
+                        }
+                        last = Some(member);
+                        answer = Ok(());
+                    }
+                    Err(e) => {
+                        let outcome = if e.timed_out {
+                            Outcome::timeout
+                        } else {
+                            Outcome::error
+                        };
+                        Metrics::count(&self.metrics.polls, outcome);
+                        if answer.is_ok() || last.is_none() {
+                            tracing::warn!(endpoint = self.local.endpoint(), error = %e.message, "local member does not answer");
+                        }
+                        answer = Err(e);
+                    }
+                }
+            }
+            let identity = self.publish(&last, &answer, polled);
+            let ready = identity.facts.consistent;
+            self.metrics.observe(&identity, ready);
+            if last_ready != Some(ready) {
+                if ready {
+                    tracing::info!(sequence = identity.sequence, "identity consistent: ready");
+                } else {
+                    tracing::warn!(reasons = ?identity.facts.reasons, "identity not consistent: not ready");
+                }
+                let status = if ready {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
+                self.health.set_service_status("", status).await;
+                self.health
+                    .set_service_status(
+                        <MemberAgentServer<super::grpc::AgentService> as tonic::server::NamedService>::NAME,
+                        status,
+                    )
+                    .await;
+                last_ready = Some(ready);
+            }
+        }
+        // Not ready while shutting down: new requests go elsewhere.
+        self.health
+            .set_not_serving::<MemberAgentServer<super::grpc::AgentService>>()
+            .await;
+        self.health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        self.metrics.ready.set(0);
+    }
+
+    fn publish(
+        &self,
+        last: &Option<LocalMember>,
+        answer: &Result<(), PollError>,
+        polled: bool,
+    ) -> Identity {
+        let operator = self.operator.borrow().clone();
+        let hazards = self.hazards.borrow().clone();
+        let mut expected = expect(
+            operator.ids,
+            self.boot.verdict.as_ref(),
+            self.boot.wal.as_ref(),
+        );
+        expected.operator_enabled = self.operator_first_wait.is_some();
+        expected.operator_error = operator.error.clone();
+        let endpoint = self.local.endpoint();
+        let member_answer = match (answer, last) {
+            (Ok(()), Some(m)) => Ok(m),
+            (Err(e), _) => Err(e.message.as_str()),
+            (Ok(()), None) => Err("no answer yet"),
+        };
+        let reasons = assess(Observation {
+            endpoint,
+            answer: member_answer,
+            expected: &expected,
+            wal_at_boot: self.boot.wal.as_ref(),
+            preflight: self.boot.verdict.as_ref(),
+        });
+        let facts = Facts {
+            agent_started_at: self.publish.borrow().facts.agent_started_at,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            endpoint: endpoint.to_owned(),
+            member_answered: answer.is_ok(),
+            member_error: answer.as_ref().err().map(|e| e.message.clone()),
+            member: last.clone(),
+            preflight: self.boot.verdict.clone(),
+            wal_at_boot: self.boot.wal.clone(),
+            expected,
+            consistent: reasons.is_empty(),
+            reasons,
+            hazards: hazards.hazards,
+            hazards_error: hazards.error,
+        };
+        let now = SystemTime::now();
+        self.publish.send_if_modified(|current| {
+            if polled || current.sequence == 0 {
+                current.observed_at = now;
+            }
+            if current.facts == facts && current.sequence != 0 {
+                return false;
+            }
+            current.facts = facts;
+            current.sequence += 1;
+            true
+        });
+        self.publish.borrow().clone()
+    }
+}
