@@ -222,9 +222,15 @@ pub struct Decision {
 
 const REMEDY_EMPTY_FORMED: &str =
     "this member's data is gone; do not start it on an empty directory. \
-Remove the member (etcdctl member remove <id>) and add it again (etcdctl member add), so it joins \
-as a new member and receives the data from the others; with the operator, delete the EtcdMember \
+Remove the member (etcdctl member remove <id>) and add it again (etcdctl member add), then start it \
+with the flags member add prints (--initial-cluster-state=existing and that --initial-cluster), so it \
+joins as a new member and receives the data from the others; with the operator, delete the EtcdMember \
 so the operator replaces it. If no other member holds the data, restore the cluster from a backup.";
+
+const REMEDY_JOIN_FLAGS: &str =
+    "start etcd with --initial-cluster-state=existing and the --initial-cluster that etcdctl member add \
+printed (it names the other members): recreate the Pod with those flags. With the operator, delete the \
+EtcdMember so the operator replaces it with a member created for the formed cluster.";
 
 fn decision(verdict: Verdict, reason: String, remedy: &str) -> Decision {
     Decision {
@@ -427,6 +433,20 @@ fn decide_empty(i: &Inputs) -> Decision {
     }
 
     if let Some(id) = readded_as {
+        // etcd joins through the other members its --initial-cluster names. The
+        // seed's names only itself: with =new etcd would bootstrap a second cluster
+        // carrying the old member and cluster IDs, with =existing it finds no peer.
+        if i.me.self_only_initial_cluster {
+            return decision(
+                Verdict::RefuseEmptyFormed,
+                format!(
+                    "the data directory is empty and the live cluster lists this member ({}) as added but never started, \
+but its --initial-cluster names only itself: etcd cannot join with these flags",
+                    hex_id(id)
+                ),
+                REMEDY_JOIN_FLAGS,
+            );
+        }
         return decision(
             Verdict::Join,
             format!(
@@ -692,16 +712,30 @@ mod tests {
         // Remedy path: remove + re-add gives a new ID; the old one in the operator
         // record and the frozen env must not block the fresh join.
         let mut i = inputs(DirState::Empty);
-        i.me = seed_me();
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
-        i.operator = op(true, Some(1), Some(9));
+        i.operator = op(false, Some(1), Some(9));
         i.hint_member_id = Some(1);
         i.hint_cluster_id = Some(9);
         assert_eq!(verdict(&i), Verdict::Join);
         // ...but if the recorded ID is the unstarted one, the records contradict
         // "never started": refuse.
-        i.operator = op(true, Some(7), Some(9));
+        i.operator = op(false, Some(7), Some(9));
         assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed);
+    }
+
+    #[test]
+    fn a_readded_seed_with_its_self_only_initial_cluster_cannot_join() {
+        // The seed's Pod keeps its frozen flags: with an --initial-cluster naming
+        // only itself, etcd would bootstrap again (=new) or fail (=existing).
+        let mut i = inputs(DirState::Empty);
+        i.me = seed_me();
+        i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
+        for operator in [op(true, Some(1), Some(9)), Answer::NotConfigured] {
+            i.operator = operator;
+            let d = decide(&i);
+            assert_eq!(d.verdict, Verdict::RefuseEmptyFormed, "{d:?}");
+            assert!(d.remedy.contains("--initial-cluster"), "{d:?}");
+        }
     }
 
     #[test]

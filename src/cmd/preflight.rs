@@ -231,7 +231,17 @@ pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
         Ok(c) => c,
         Err(e) => {
             eprintln!("etcd-member-agent preflight: {e}");
-            let doc = json!({"verdict": null, "exit_code": Exit::Usage.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
+            let (reason, remedy) = (e.to_string(), "fix the configuration");
+            let doc = json!({"verdict": null, "exit_code": Exit::Usage.code(), "reason": reason, "remedy": remedy, "evidence": [], "data_dir": null});
+            // An init container is seen by the operator only through this message.
+            let msg = fitted_message(
+                serde_json::Value::Null,
+                Exit::Usage.code(),
+                [None, None],
+                &reason,
+                remedy,
+            );
+            write_termination_message(args.termination_log.as_deref(), &msg);
             output::emit(args.output.format, "", &doc)?;
             return Ok(Exit::Usage);
         }
@@ -245,8 +255,16 @@ pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
         elapsed_ms = report.elapsed_ms,
         "preflight verdict"
     );
-    write_verdict_file(&cfg, &report)?;
-    write_termination_message(&cfg, &report);
+    if let Err(e) = write_verdict_file(&cfg, &report) {
+        // The file only informs the sidecar, which falls back to the WAL. Failing
+        // here would turn a refusal's code into 2 and lose the JSON document and
+        // the termination message that explain it.
+        tracing::error!(error = %e, "the verdict stands, but the sidecar will not see it");
+    }
+    write_termination_message(
+        cfg.termination_log.as_deref(),
+        &termination_message(&report),
+    );
     output::emit(args.output.format, &summary(&report), &report)?;
     Ok(exit)
 }
@@ -280,7 +298,12 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(gather(cfg, deadline))
+        let gathered = rt.block_on(gather(cfg, deadline));
+        // A host-name lookup stuck in getaddrinfo (a DNS server that never
+        // answers) runs on a blocking thread no timeout can cancel; dropping the
+        // runtime would wait for it, past the budget.
+        rt.shutdown_background();
+        gathered
     } else {
         let skipped = |source| EvidenceEntry {
             source,
@@ -498,24 +521,38 @@ fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> anyhow::Result<
         return Ok(());
     }
     let text = serde_json::to_vec_pretty(report)?;
-    write_atomic(&path, &text).map_err(|e| {
-        usage(format!(
-            "cannot write the verdict file {}: {e}",
-            path.display()
-        ))
-    })
+    write_atomic(&path, &text)
+        .map_err(|e| anyhow::anyhow!("cannot write the verdict file {}: {e}", path.display()))
 }
 
 /// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
 pub fn termination_message(report: &PreflightReport) -> String {
-    let mut reason = report.reason.clone();
-    let mut remedy = report.remedy.clone();
+    fitted_message(
+        json!(report.verdict),
+        report.exit_code,
+        [report.data_dir.member_id, report.data_dir.cluster_id],
+        &report.reason,
+        &report.remedy,
+    )
+}
+
+/// The termination message's JSON, its reason and remedy shortened until it
+/// fits in [`TERMINATION_MESSAGE_MAX`].
+fn fitted_message(
+    verdict: serde_json::Value,
+    exit_code: u8,
+    [member_id, cluster_id]: [Option<u64>; 2],
+    reason: &str,
+    remedy: &str,
+) -> String {
+    let mut reason = reason.to_string();
+    let mut remedy = remedy.to_string();
     loop {
         let msg = json!({
-            "verdict": report.verdict,
-            "exit_code": report.exit_code,
-            "member_id": report.data_dir.member_id.map(hex_id),
-            "cluster_id": report.data_dir.cluster_id.map(hex_id),
+            "verdict": verdict,
+            "exit_code": exit_code,
+            "member_id": member_id.map(hex_id),
+            "cluster_id": cluster_id.map(hex_id),
             "reason": reason,
             "remedy": remedy,
         })
@@ -538,18 +575,16 @@ pub fn termination_message(report: &PreflightReport) -> String {
     }
 }
 
-fn write_termination_message(cfg: &Config, report: &PreflightReport) {
-    let path = match &cfg.termination_log {
-        Some(p) => p.clone(),
-        None => PathBuf::from("/dev/termination-log"),
-    };
-    let explicit = cfg.termination_log.is_some();
-    let msg = termination_message(report);
+/// Writes `msg` to the termination log: the explicit path (created if need
+/// be), else `/dev/termination-log` when it exists.
+fn write_termination_message(termination_log: Option<&Path>, msg: &str) {
+    let explicit = termination_log.is_some();
+    let path = termination_log.unwrap_or(Path::new("/dev/termination-log"));
     let result = std::fs::OpenOptions::new()
         .write(true)
         .create(explicit)
         .truncate(true)
-        .open(&path)
+        .open(path)
         .and_then(|mut f| f.write_all(msg.as_bytes()));
     if let Err(e) = result {
         if explicit {
