@@ -20,15 +20,13 @@ use crate::disk::ids;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::evidence::{self, etcd as live_src, kube as kube_src};
 use crate::exit::Exit;
-use crate::output::{self, hex_id};
+use crate::output::{self, fitted_message, hex_id, write_termination_message};
 use crate::verdict::{
     self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, SelfFacts, Verdict,
 };
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
 pub const DEFAULT_VERDICT_FILE: &str = "/run/etcd-agent/preflight.json";
-/// Kubernetes reads at most this much of a termination message.
-pub const TERMINATION_MESSAGE_MAX: usize = 4096;
 /// Time kept back from the budget for deciding and writing the outputs.
 const OUTPUT_RESERVE: Duration = Duration::from_millis(250);
 
@@ -530,67 +528,13 @@ pub fn termination_message(report: &PreflightReport) -> String {
     fitted_message(
         json!(report.verdict),
         report.exit_code,
-        [report.data_dir.member_id, report.data_dir.cluster_id],
+        [
+            report.data_dir.member_id.map(hex_id),
+            report.data_dir.cluster_id.map(hex_id),
+        ],
         &report.reason,
         &report.remedy,
     )
-}
-
-/// The termination message's JSON, its reason and remedy shortened until it
-/// fits in [`TERMINATION_MESSAGE_MAX`].
-fn fitted_message(
-    verdict: serde_json::Value,
-    exit_code: u8,
-    [member_id, cluster_id]: [Option<u64>; 2],
-    reason: &str,
-    remedy: &str,
-) -> String {
-    let mut reason = reason.to_string();
-    let mut remedy = remedy.to_string();
-    loop {
-        let msg = json!({
-            "verdict": verdict,
-            "exit_code": exit_code,
-            "member_id": member_id.map(hex_id),
-            "cluster_id": cluster_id.map(hex_id),
-            "reason": reason,
-            "remedy": remedy,
-        })
-        .to_string();
-        if msg.len() <= TERMINATION_MESSAGE_MAX {
-            return msg;
-        }
-        // Shorten the longer text by a quarter, on a char boundary, and retry.
-        let longer = if reason.len() >= remedy.len() {
-            &mut reason
-        } else {
-            &mut remedy
-        };
-        let mut cut = longer.len() * 3 / 4;
-        while !longer.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        longer.truncate(cut);
-        longer.push('…');
-    }
-}
-
-/// Writes `msg` to the termination log: the explicit path (created if need
-/// be), else `/dev/termination-log` when it exists.
-fn write_termination_message(termination_log: Option<&Path>, msg: &str) {
-    let explicit = termination_log.is_some();
-    let path = termination_log.unwrap_or(Path::new("/dev/termination-log"));
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .create(explicit)
-        .truncate(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(msg.as_bytes()));
-    if let Err(e) = result {
-        if explicit {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
-        }
-    }
 }
 
 /// The human summary: verdict, reason, remedy, and what each source said.
@@ -638,7 +582,11 @@ mod tests {
             decided_at_unix: 0,
         };
         let msg = termination_message(&report);
-        assert!(msg.len() <= TERMINATION_MESSAGE_MAX, "{}", msg.len());
+        assert!(
+            msg.len() <= output::TERMINATION_MESSAGE_MAX,
+            "{}",
+            msg.len()
+        );
         let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
         assert_eq!(v["verdict"], "refuse-empty-formed");
         assert_eq!(v["exit_code"], 10);

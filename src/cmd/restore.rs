@@ -24,7 +24,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,8 +51,6 @@ use crate::verdict::Verdict;
 const WAL_SEGMENT_BYTES: u64 = 64_000_000;
 /// Headroom for the `.snap` file and metadata.
 const SPACE_MARGIN_BYTES: u64 = 1 << 20;
-/// Kubernetes reads at most this much of a termination message.
-const TERMINATION_MESSAGE_MAX: usize = 4096;
 
 const REMEDY_FORMED: &str = "do not restore this member: the cluster already formed. Recover it from its peers instead \
 (etcdctl member remove + member add, so it joins fresh and receives the data; with the operator, delete the EtcdMember \
@@ -478,7 +475,7 @@ pub fn run(args: &RestoreArgs) -> anyhow::Result<Exit> {
             };
             eprintln!("etcd-member-agent restore: {e}");
             let doc = json!({"verdict": null, "exit_code": exit.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
-            write_termination_message(args.termination_log.as_deref(), &doc.to_string());
+            output::write_termination_message(args.termination_log.as_deref(), &doc.to_string());
             output::emit(args.output.format, "", &doc)?;
             return Ok(exit);
         }
@@ -508,7 +505,7 @@ pub fn run(args: &RestoreArgs) -> anyhow::Result<Exit> {
         elapsed_ms = report.elapsed_ms,
         "restore verdict"
     );
-    write_termination_message(
+    output::write_termination_message(
         plan.termination_log.as_deref(),
         &termination_message(&report),
     );
@@ -894,49 +891,13 @@ fn fetch_stop(e: FetchError) -> Stop {
 
 /// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
 fn termination_message(r: &RestoreReport) -> String {
-    let mut reason = r.reason.clone();
-    let mut remedy = r.remedy.clone();
-    loop {
-        let msg = json!({
-            "verdict": r.verdict,
-            "exit_code": r.exit_code,
-            "member_id": r.member_id,
-            "cluster_id": r.cluster_id,
-            "reason": reason,
-            "remedy": remedy,
-        })
-        .to_string();
-        if msg.len() <= TERMINATION_MESSAGE_MAX {
-            return msg;
-        }
-        let longer = if reason.len() >= remedy.len() {
-            &mut reason
-        } else {
-            &mut remedy
-        };
-        let mut cut = longer.len() * 3 / 4;
-        while !longer.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        longer.truncate(cut);
-        longer.push('…');
-    }
-}
-
-fn write_termination_message(path: Option<&Path>, msg: &str) {
-    let explicit = path.is_some();
-    let path = path.unwrap_or(Path::new("/dev/termination-log"));
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .create(explicit)
-        .truncate(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(msg.as_bytes()));
-    if let Err(e) = result {
-        if explicit {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
-        }
-    }
+    output::fitted_message(
+        json!(r.verdict),
+        r.exit_code,
+        [r.member_id.clone(), r.cluster_id.clone()],
+        &r.reason,
+        &r.remedy,
+    )
 }
 
 /// The human summary.
@@ -1044,7 +1005,7 @@ mod tests {
         r.reason = "é".repeat(5000);
         r.remedy = "x".repeat(9000);
         let msg = termination_message(&r);
-        assert!(msg.len() <= TERMINATION_MESSAGE_MAX);
+        assert!(msg.len() <= output::TERMINATION_MESSAGE_MAX);
         let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
         assert_eq!(v["verdict"], "usage-error");
     }
