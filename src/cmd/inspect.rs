@@ -11,7 +11,13 @@ use crate::verdict::DirState;
 /// Runs `inspect`.
 pub fn run(args: &InspectArgs) -> anyhow::Result<Exit> {
     let paths = Paths::new(&args.dirs.data_dir, args.dirs.wal_dir.as_deref());
-    let report = layout::inspect(&paths, Options { hash: args.hash });
+    let report = layout::inspect(
+        &paths,
+        Options {
+            hash: args.hash,
+            usage: true,
+        },
+    );
     tracing::info!(
         state = ?report.state,
         member_id = report.member_id.map(hex_id),
@@ -85,7 +91,7 @@ pub fn summary(r: &Inspection) -> String {
             s,
             "  backend: {} bytes ({} in use), consistent index {}, {} member(s)",
             b.logical_size,
-            b.size_in_use,
+            b.size_in_use.unwrap_or(0),
             b.consistent_index.unwrap_or(0),
             b.members.len()
         );

@@ -210,6 +210,9 @@ impl Inspection {
 pub struct Options {
     /// Compute the KV hash (reads every key).
     pub hash: bool,
+    /// Count the backend's pages in use (reads every page of the db). Off for
+    /// pre-start decisions, which need only the identity records.
+    pub usage: bool,
 }
 
 fn kind_of(ft: &std::fs::FileType) -> &'static str {
@@ -563,7 +566,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // it keeps failing the backend is left out of the report; the WAL decides.
     let mut attempt = 1;
     let (backend, kv_hash) = loop {
-        match read_backend(&db_path, opts.hash) {
+        match read_backend(&db_path, opts) {
             Ok((b, h)) => break (Some(b), h),
             Err(e) if r.running && !e.is_permission() => {
                 if attempt < RUNNING_DB_ATTEMPTS {
@@ -610,11 +613,15 @@ const RUNNING_DB_ATTEMPTS: u32 = 3;
 /// the meta chosen at open.
 fn read_backend(
     db_path: &Path,
-    hash: bool,
+    opts: Options,
 ) -> Result<(Backend, Option<KvHash>), super::bbolt::BoltError> {
     let db = Db::open(db_path)?;
-    let backend = db.summary()?;
-    let kv_hash = if hash { Some(db.kv_hash()?) } else { None };
+    let backend = if opts.usage {
+        db.summary()?
+    } else {
+        db.identity_summary()?
+    };
+    let kv_hash = if opts.hash { Some(db.kv_hash()?) } else { None };
     Ok((backend, kv_hash))
 }
 
