@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use crate::cli::InspectArgs;
 use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::lock::Probe;
 use crate::exit::Exit;
 use crate::output::{self, hex_id};
 use crate::verdict::DirState;
@@ -16,6 +17,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<Exit> {
         Options {
             hash: args.hash,
             usage: true,
+            locks: Probe::Thorough,
         },
     );
     tracing::info!(

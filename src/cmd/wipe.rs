@@ -30,7 +30,7 @@ use nix::errno::Errno;
 use serde::Serialize;
 
 use crate::cli::WipeArgs;
-use crate::disk::lock::{held_locks, HeldLock};
+use crate::disk::lock::{held_locks, HeldLock, Probe};
 use crate::exit::Exit;
 use crate::output::emit;
 
@@ -646,7 +646,10 @@ pub fn run(args: &WipeArgs) -> anyhow::Result<Exit> {
     };
     let (before, before_wal) = scan_all();
 
-    let locks = held_locks(&lock_candidates(data_dir, wal_dir.as_deref()));
+    let locks = held_locks(
+        &lock_candidates(data_dir, wal_dir.as_deref()),
+        Probe::Thorough,
+    );
     if !locks.is_empty() {
         tracing::warn!(
             data_dir = %data_dir.display(),

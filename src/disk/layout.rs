@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::bbolt::{Backend, Db, KvHash};
-use super::lock::{held_locks, HeldLock};
+use super::lock::{held_locks, HeldLock, Probe};
 use super::snap::{list_snaps, read_snap, SnapFile};
 use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
 use crate::output::serde_hex;
@@ -213,6 +213,9 @@ pub struct Options {
     /// Count the backend's pages in use (reads every page of the db). Off for
     /// pre-start decisions, which need only the identity records.
     pub usage: bool,
+    /// How to look for a running etcd ([`Probe::Thorough`] unless a caller
+    /// chooses the cheaper WAL-lock probe).
+    pub locks: Probe,
 }
 
 fn kind_of(ft: &std::fs::FileType) -> &'static str {
@@ -409,7 +412,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     if snap_entries.iter().any(|(n, _)| n == "db") {
         lock_files.push(paths.db());
     }
-    r.locks = held_locks(&lock_files);
+    r.locks = held_locks(&lock_files, opts.locks);
     r.running = !r.locks.is_empty();
 
     if !has_wal {

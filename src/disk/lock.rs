@@ -5,6 +5,11 @@
 //! Two independent probes: `F_OFD_GETLK` on each WAL segment (reports a
 //! conflicting OFD lock held through another open file description), and
 //! `/proc/locks`, which also shows the backend's `flock` that no fcntl can query.
+//!
+//! `/proc/locks` is not free: the kernel write-locks its file-lock lists to print
+//! them, which waits for an RCU grace period (5–15 ms on the test machine, the
+//! largest single cost of a pre-start check). [`Probe`] lets a caller that needs
+//! only "is etcd running on this WAL" skip it; see its variants for what each sees.
 
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -88,13 +93,32 @@ fn dev_minor(dev: u64) -> u64 {
     (dev & 0xff) | ((dev >> 12) & !0xff)
 }
 
+/// Where [`held_locks`] looks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Probe {
+    /// `F_OFD_GETLK` on each file only. Sees etcd's WAL locks: etcd holds an OFD
+    /// lock on every segment it has open, from opening the WAL until it exits.
+    /// Misses a `flock` on the db alone — bbolt's, held while etcd opens its
+    /// backend before the WAL, or an offline tool's. That flock is itself an
+    /// exclusion etcd honours (a second etcd waits on it), so a pre-start check
+    /// that misses it cannot put two etcds on one directory.
+    Ofd,
+    /// `/proc/locks` as well: sees `flock`s too and names the holders' PIDs.
+    /// For commands that change the directory (`wipe`, `restore`) and `inspect`.
+    #[default]
+    Thorough,
+}
+
 /// Every lock another process holds on `files` (WAL segments, the backend db).
 /// Files that vanish or cannot be opened are skipped: a read error is reported by
 /// the readers, not here.
-pub fn held_locks(files: &[PathBuf]) -> Vec<HeldLock> {
-    let proc_locks = std::fs::read_to_string("/proc/locks")
-        .map(|t| parse_proc_locks(&t))
-        .unwrap_or_default();
+pub fn held_locks(files: &[PathBuf], probe: Probe) -> Vec<HeldLock> {
+    let proc_locks = match probe {
+        Probe::Thorough if !files.is_empty() => std::fs::read_to_string("/proc/locks")
+            .map(|t| parse_proc_locks(&t))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let me = std::process::id() as i32;
     let mut held = Vec::new();
     for path in files {
@@ -152,7 +176,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("db");
         std::fs::write(&p, b"x").unwrap();
-        assert!(held_locks(std::slice::from_ref(&p)).is_empty());
+        assert!(held_locks(std::slice::from_ref(&p), Probe::Thorough).is_empty());
         // A child process holds the flock, as bbolt inside etcd would.
         // --no-fork: the process we kill is the one holding the lock.
         let mut child = std::process::Command::new("flock")
@@ -165,18 +189,48 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut seen = Vec::new();
         while std::time::Instant::now() < deadline {
-            seen = held_locks(std::slice::from_ref(&p));
+            seen = held_locks(std::slice::from_ref(&p), Probe::Thorough);
             if !seen.is_empty() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        // The OFD probe alone does not see a flock (documented on `Probe::Ofd`).
+        let ofd_only = held_locks(std::slice::from_ref(&p), Probe::Ofd);
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].kind, "FLOCK");
+        assert!(ofd_only.is_empty(), "{ofd_only:?}");
         // We never held a lock ourselves: a flock of our own now succeeds.
         let f = File::open(&p).unwrap();
         nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+    }
+
+    #[test]
+    fn both_probes_see_an_ofd_lock_held_through_another_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("0000000000000000-0000000000000000.wal");
+        std::fs::write(&p, b"x").unwrap();
+        assert!(held_locks(std::slice::from_ref(&p), Probe::Ofd).is_empty());
+        // etcd's lock: an OFD write lock over the whole file, on its own open
+        // file description (this one stands in for etcd's).
+        let holder = File::options().read(true).write(true).open(&p).unwrap();
+        let mut fl = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as i16,
+            l_whence: nix::libc::SEEK_SET as i16,
+            l_start: 0,
+            l_len: 0,
+            l_pid: 0,
+        };
+        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&fl)).unwrap();
+        for probe in [Probe::Ofd, Probe::Thorough] {
+            let seen = held_locks(std::slice::from_ref(&p), probe);
+            assert_eq!(seen.len(), 1, "{probe:?}: {seen:?}");
+            assert_eq!(seen[0].kind, "OFDLCK", "{probe:?}");
+        }
+        fl.l_type = nix::libc::F_UNLCK as i16;
+        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&fl)).unwrap();
+        assert!(held_locks(std::slice::from_ref(&p), Probe::Ofd).is_empty());
     }
 }

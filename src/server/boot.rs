@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::identity::{PreflightVerdict, WalIdentity};
 use crate::disk::layout::{self, Options, Paths};
+use crate::disk::lock::Probe;
 use crate::evidence::parse_hex_id;
 use crate::verdict::DirState;
 
@@ -119,7 +120,14 @@ pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, Strin
 /// Reads the data directory offline (no locks, no writes) and keeps its identity.
 /// Blocking: call it from the blocking pool.
 pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
-    let report = layout::inspect(&Paths::new(data_dir, wal_dir), Options::default());
+    // Only the identity matters here, not who holds which lock.
+    let report = layout::inspect(
+        &Paths::new(data_dir, wal_dir),
+        Options {
+            locks: Probe::Ofd,
+            ..Options::default()
+        },
+    );
     WalIdentity {
         state: state_name(report.state).to_owned(),
         member_id: report.member_id,
