@@ -337,10 +337,10 @@ fn the_directory_decides(version: EtcdVersion) {
 
     let step = "etcd running on the dir";
     let v = preflight_unwatched(&m1_env);
-    // The directory decides alone: the network is not asked.
+    // The directory decides alone: what the network says is not used.
     v.expect(step, 15, "refuse-running")
-        .source(step, "etcd", false, "not asked")
-        .source(step, "kube", false, "not asked");
+        .source(step, "etcd", false, "not used")
+        .source(step, "kube", false, "not used");
     cluster[1].put("after/refusal", "still serving");
     assert_eq!(
         cluster[1].get("after/refusal").as_deref(),

@@ -7,7 +7,6 @@
 //! Pod's `initContainerStatuses`. Read-only: the directory is never changed.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,7 @@ use super::UsageError;
 use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids;
 use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::lock::Probe;
 use crate::evidence::{self, etcd as live_src, kube as kube_src};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, hex_id, write_termination_message};
@@ -276,8 +276,50 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             .saturating_sub(OUTPUT_RESERVE)
             .max(Duration::from_millis(50));
 
-    let dir = layout::inspect(&cfg.paths, Options::default());
-    let dir_elapsed = started.elapsed();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (dir, dir_elapsed, gathered) = rt.block_on(async {
+        // The directory is read on a blocking thread while the live cluster and
+        // the Kubernetes API are asked: the slower of the two sets the time, not
+        // their sum.
+        let paths = cfg.paths.clone();
+        let mut reading = tokio::task::spawn_blocking(move || {
+            // Pre-start: etcd of this Pod cannot be running yet; another process
+            // on the same volume shows itself by its WAL locks (`Probe::Ofd`
+            // says why the db's flock, which costs an RCU grace period to look
+            // up, need not be).
+            let opts = Options {
+                locks: Probe::Ofd,
+                ..Options::default()
+            };
+            let dir = layout::inspect(&paths, opts);
+            (dir, started.elapsed())
+        });
+        let network = gather(cfg, deadline);
+        tokio::pin!(network);
+        let (read, early) = tokio::select! {
+            read = &mut reading => (read, None),
+            gathered = &mut network => (reading.await, Some(gathered)),
+        };
+        let (dir, dir_elapsed) = read.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        // The network only matters when the directory does not decide on its own.
+        let needs_network = matches!(
+            dir.state,
+            crate::verdict::DirState::Empty | crate::verdict::DirState::Initialized
+        ) && !dir.running;
+        let gathered = match (needs_network, early) {
+            (false, _) => None,
+            (true, Some(g)) => Some(g),
+            (true, None) => Some(network.await),
+        };
+        (dir, dir_elapsed, gathered)
+    });
+    // A host-name lookup stuck in getaddrinfo (a DNS server that never answers)
+    // runs on a blocking thread no timeout can cancel; dropping the runtime
+    // would wait for it, past the budget.
+    rt.shutdown_background();
+
     let dir_facts = DirFacts {
         state: Some(dir.state),
         running: dir.running,
@@ -286,37 +328,21 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         recorded_peer_urls: dir.self_peer_urls.clone(),
         problem: dir.problem.as_ref().map(|p| p.message.clone()),
     };
-
-    // The network only matters when the directory does not decide on its own.
-    let needs_network = matches!(
-        dir.state,
-        crate::verdict::DirState::Empty | crate::verdict::DirState::Initialized
-    ) && !dir.running;
-    let (live, operator, live_entry, kube_entry) = if needs_network {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let gathered = rt.block_on(gather(cfg, deadline));
-        // A host-name lookup stuck in getaddrinfo (a DNS server that never
-        // answers) runs on a blocking thread no timeout can cancel; dropping the
-        // runtime would wait for it, past the budget.
-        rt.shutdown_background();
-        gathered
-    } else {
-        let skipped = |source| EvidenceEntry {
+    let (live, operator, live_entry, kube_entry) = gathered.unwrap_or_else(|| {
+        let unused = |source| EvidenceEntry {
             source,
             answered: false,
-            error: Some("not asked: the directory decides on its own".into()),
+            error: Some("not used: the directory decides on its own".into()),
             said: serde_json::Value::Null,
             elapsed_ms: 0,
         };
         (
             Answer::NotConfigured,
             Answer::NotConfigured,
-            skipped("etcd"),
-            skipped("kube"),
+            unused("etcd"),
+            unused("kube"),
         )
-    };
+    });
 
     let inputs = verdict::Inputs {
         dir: dir_facts,
@@ -487,8 +513,11 @@ fn no_answer(source: &'static str, why: String, since: Instant) -> EvidenceEntry
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync,
-/// rename.
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, then a
+/// rename, so that the sidecar never reads half a file. Not fsynced: the file
+/// lives in a Pod-scoped volume and describes this Pod start only; after a node
+/// crash the Pod starts again and preflight writes a new one (and the sidecar
+/// falls back to the WAL when there is none).
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
@@ -501,12 +530,11 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .unwrap_or_default(),
         std::process::id()
     ));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> anyhow::Result<()> {
