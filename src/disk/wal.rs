@@ -41,7 +41,7 @@ const LEN_WORD_BYTES: u64 = 8;
 /// The torn-write granularity etcd assumes (`minSectorSize`).
 const SECTOR_BYTES: u64 = 512;
 /// Bytes read per `pread` while scanning a segment.
-const WINDOW_BYTES: usize = 2 * 1024 * 1024;
+const WINDOW_BYTES: usize = 256 * 1024;
 /// Mask of the record length in a length word (the low 56 bits).
 const LEN_MASK: u64 = (1 << 56) - 1;
 
