@@ -1,5 +1,5 @@
 //! The live cluster as its members see it: a *serializable* `MemberList` and a
-//! `Status`, from whichever of the given endpoints answers first.
+//! `Status` from each of the given endpoints, merged.
 //!
 //! Shaped by three facts about where this runs:
 //!
@@ -15,7 +15,14 @@
 //!   without a leader;
 //! * the endpoints are tried concurrently, each with its own client, so that the
 //!   answer names the endpoint that gave it and one dead peer cannot spend the
-//!   budget of the others.
+//!   budget of the others;
+//! * a serializable answer can be stale: a lagging or partitioned member may not
+//!   have applied the entry in which another member published its name, and
+//!   would list a member that has started as never started — the `join` that
+//!   lets a wiped member rejoin with an empty log. So one answer is not enough:
+//!   [`probe`] listens until a majority of the voting members has answered (or
+//!   every endpoint has, or the deadline passes), and a member any of them saw
+//!   started has started.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -120,6 +127,10 @@ pub struct LiveCluster {
     /// Member ID of the responder, from the response header.
     #[serde(with = "crate::output::serde_hex")]
     pub responder_member_id: u64,
+    /// Every endpoint that answered, in the order of their answers. The view
+    /// above is the freshest of theirs (highest raft index), with `started`
+    /// set for a member any of them saw started.
+    pub heard_from: Vec<String>,
 }
 
 impl LiveCluster {
@@ -174,6 +185,12 @@ pub enum EtcdProbeError {
         /// `cert` or `key`: the half that was given.
         given: &'static str,
     },
+    /// The endpoints belong to different clusters.
+    #[error("the endpoints answer for different clusters: {}", render_views(views))]
+    ClustersDisagree {
+        /// Each answering endpoint with the cluster ID it reported.
+        views: Vec<(String, u64)>,
+    },
     /// Every endpoint was tried and none answered `MemberList` before the
     /// deadline.
     #[error("no etcd endpoint answered MemberList: {}", render_attempts(attempts))]
@@ -181,6 +198,14 @@ pub enum EtcdProbeError {
         /// Each endpoint, in the order given, with why it did not answer.
         attempts: Vec<(String, String)>,
     },
+}
+
+fn render_views(views: &[(String, u64)]) -> String {
+    views
+        .iter()
+        .map(|(endpoint, id)| format!("{endpoint}: {id:016x}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn render_attempts(attempts: &[(String, String)]) -> String {
@@ -214,10 +239,13 @@ struct Prepared {
     credentials: Option<(String, String)>,
 }
 
-/// Asks the live cluster for its membership and the answering member's status.
+/// Asks the live cluster for its membership and the answering members' status.
 ///
-/// The first endpoint whose `MemberList` answers wins; its `Status` is asked at
-/// the same time, and a failed `Status` only leaves `leader`/`raft_*` empty.
+/// Every endpoint is asked concurrently (`MemberList` and `Status`; a failed
+/// `Status` only leaves `leader`/`raft_*` empty). Answers are collected until a
+/// majority of the voting members has answered, every endpoint has reported, or
+/// the deadline passes, and then merged ([`merge`]): a stale member cannot
+/// report alone that a member never started while a majority was reachable.
 /// Returns no later than `deadline` (plus scheduling slack).
 #[tracing::instrument(skip(conn), fields(endpoints = ?conn.endpoints))]
 pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, EtcdProbeError> {
@@ -234,6 +262,7 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
         tasks.spawn(async move { (i, probe_endpoint(&endpoint, &prepared, deadline).await) });
     }
 
+    let mut answers: Vec<LiveCluster> = Vec::new();
     loop {
         // Each task is bounded by the deadline itself and reports why it gave
         // up; this outer bound, a little later, only guarantees the promise of
@@ -241,8 +270,10 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
         match timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
             Ok(Some(Ok((_, Ok(cluster))))) => {
                 tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
-                // Dropping the JoinSet aborts the attempts still running.
-                return Ok(cluster);
+                answers.push(cluster);
+                if majority_heard(&answers) {
+                    break;
+                }
             }
             Ok(Some(Ok((i, Err(why))))) => {
                 tracing::debug!(endpoint = %conn.endpoints[i], error = %why, "endpoint did not answer");
@@ -256,7 +287,11 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
             Ok(None) | Err(_) => break,
         }
     }
+    // Dropping the JoinSet would abort the attempts still running too.
     tasks.abort_all();
+    if !answers.is_empty() {
+        return merge(answers);
+    }
 
     let attempts = conn
         .endpoints
@@ -270,6 +305,59 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
         })
         .collect();
     Err(EtcdProbeError::NoEndpointAnswered { attempts })
+}
+
+/// Whether the distinct members that answered are a majority of the voting
+/// members any answer lists.
+fn majority_heard(answers: &[LiveCluster]) -> bool {
+    let voters: std::collections::BTreeSet<u64> = answers
+        .iter()
+        .flat_map(|a| a.members.iter().filter(|m| !m.is_learner).map(|m| m.id))
+        .collect();
+    let heard: std::collections::BTreeSet<u64> = answers
+        .iter()
+        .map(|a| a.responder_member_id)
+        .filter(|id| voters.contains(id))
+        .collect();
+    heard.len() * 2 > voters.len()
+}
+
+/// One view from several answers: the freshest (highest raft index; the first
+/// to answer among equals) is the base, and a member any answer lists as
+/// started has started — publishing a name is a committed entry, never undone,
+/// so an answer without it is only behind. Answers for different clusters are
+/// an error: the endpoints are misconfigured, and neither view can be trusted.
+fn merge(answers: Vec<LiveCluster>) -> Result<LiveCluster, EtcdProbeError> {
+    let first_id = answers[0].cluster_id;
+    if answers.iter().any(|a| a.cluster_id != first_id) {
+        return Err(EtcdProbeError::ClustersDisagree {
+            views: answers
+                .iter()
+                .map(|a| (a.endpoint.clone(), a.cluster_id))
+                .collect(),
+        });
+    }
+    let heard_from: Vec<String> = answers.iter().map(|a| a.endpoint.clone()).collect();
+    let freshest = answers
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, a)| (a.raft_index.unwrap_or(0), std::cmp::Reverse(*i)))
+        .map_or(0, |(i, _)| i);
+    let mut base = answers[freshest].clone();
+    for member in &mut base.members {
+        if member.started {
+            continue;
+        }
+        let seen_started = answers
+            .iter()
+            .flat_map(|a| &a.members)
+            .find(|m| m.id == member.id && m.started);
+        if let Some(seen) = seen_started {
+            *member = seen.clone();
+        }
+    }
+    base.heard_from = heard_from;
+    Ok(base)
 }
 
 fn prepare(conn: &EtcdConn) -> Result<Prepared, EtcdProbeError> {
@@ -399,6 +487,7 @@ async fn probe_endpoint(
         raft_term: status.as_ref().map(|s| s.raft_term()),
         raft_index: status.as_ref().map(|s| s.raft_index()),
         responder_member_id: header.member_id(),
+        heard_from: vec![endpoint.to_owned()],
     })
 }
 
@@ -517,6 +606,7 @@ mod tests {
             raft_term: Some(2),
             raft_index: None,
             responder_member_id: 0x8e9e05c52164694d,
+            heard_from: vec!["http://127.0.0.1:2379".into()],
         };
         let v = serde_json::to_value(&cluster).unwrap_or_default();
         assert_eq!(v["cluster_id"], "cdf818194e3a8c32");
@@ -524,6 +614,87 @@ mod tests {
         assert_eq!(v["members"][0]["started"], true);
         assert_eq!(v["leader"], serde_json::Value::Null);
         assert_eq!(v["responder_member_id"], "8e9e05c52164694d");
+    }
+
+    fn member(id: u64, name: &str, started: bool) -> LiveMember {
+        let peer = vec![format!("http://10.0.0.{id}:2380")];
+        let client = if started {
+            vec![format!("http://10.0.0.{id}:2379")]
+        } else {
+            Vec::new()
+        };
+        LiveMember::new(id, name.into(), peer, client, false)
+    }
+
+    /// m3 was added and started (published its name at raft index 120); m1 is
+    /// behind and has not applied that entry.
+    fn views() -> (LiveCluster, LiveCluster) {
+        let view = |responder: u64, index: u64, m3_started: bool| LiveCluster {
+            endpoint: format!("http://10.0.0.{responder}:2379"),
+            cluster_id: 0xc1,
+            members: vec![
+                member(1, "m1", true),
+                member(2, "m2", true),
+                member(3, if m3_started { "m3" } else { "" }, m3_started),
+            ],
+            leader: Some(2),
+            raft_term: Some(4),
+            raft_index: Some(index),
+            responder_member_id: responder,
+            heard_from: vec![format!("http://10.0.0.{responder}:2379")],
+        };
+        (view(1, 100, false), view(2, 130, true))
+    }
+
+    #[test]
+    fn a_stale_answer_does_not_unstart_a_member() {
+        let (stale, fresh) = views();
+        for answers in [
+            vec![stale.clone(), fresh.clone()],
+            vec![fresh.clone(), stale.clone()],
+        ] {
+            let merged = merge(answers).unwrap();
+            let m3 = merged.members.iter().find(|m| m.id == 3).unwrap();
+            assert!(m3.started, "{merged:?}");
+            assert_eq!(m3.name, "m3");
+            assert_eq!(
+                merged.raft_index,
+                Some(130),
+                "the freshest view is the base"
+            );
+            assert_eq!(merged.heard_from.len(), 2);
+        }
+        // Started seen only in the view that is not the base (a member whose
+        // Status did not answer reports no raft index): started still wins.
+        let (mut stale, mut fresh) = views();
+        stale.members[2] = member(3, "m3", true);
+        fresh.members[2] = member(3, "", false);
+        let merged = merge(vec![fresh, stale]).unwrap();
+        assert!(merged.members[2].started);
+    }
+
+    #[test]
+    fn answers_for_different_clusters_are_an_error() {
+        let (stale, mut fresh) = views();
+        fresh.cluster_id = 0xc2;
+        let err = merge(vec![stale, fresh]).unwrap_err();
+        assert!(
+            matches!(err, EtcdProbeError::ClustersDisagree { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("00000000000000c2"), "{err}");
+    }
+
+    #[test]
+    fn a_majority_of_voters_must_answer() {
+        let (stale, fresh) = views();
+        // Three voters: one answer is not a majority, two are.
+        assert!(!majority_heard(std::slice::from_ref(&stale)));
+        assert!(majority_heard(&[stale.clone(), fresh]));
+        // The same member answering twice (two URLs of one member) counts once.
+        let mut again = stale.clone();
+        again.endpoint = "http://m1.example:2379".into();
+        assert!(!majority_heard(&[stale, again]));
     }
 
     #[test]
