@@ -8,6 +8,7 @@ use clap::Parser;
 use etcd_member_agent::cli::{Cli, Command};
 use etcd_member_agent::cmd;
 use etcd_member_agent::exit::Exit;
+use etcd_member_agent::output;
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_LOG")
@@ -22,16 +23,43 @@ fn init_tracing() {
     }
 }
 
+/// A flag or env var clap refused (a malformed `AGENT_TIMEOUT`, say): in a Pod
+/// the operator sees an init container only through its termination message,
+/// so it says what was refused, as a configuration error (exit 2). The path
+/// comes from `TERMINATION_LOG` alone: the flags could not be parsed.
+fn explain_parse_error(e: &clap::Error) {
+    let text = e.render().to_string();
+    let reason = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("the command line could not be parsed");
+    let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+    let msg = output::fitted_message(
+        serde_json::Value::Null,
+        Exit::Usage.code(),
+        [None, None],
+        reason,
+        "fix the flags or environment variables (see --help)",
+    );
+    let path = std::env::var_os("TERMINATION_LOG")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from);
+    output::write_termination_message(path.as_deref(), &msg);
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
+        Err(e) if e.use_stderr() => {
             let _ = e.print();
-            return if e.use_stderr() {
-                Exit::Usage.into()
-            } else {
-                Exit::Ok.into()
-            };
+            explain_parse_error(&e);
+            return Exit::Usage.into();
+        }
+        Err(e) => {
+            // --help, --version.
+            let _ = e.print();
+            return Exit::Ok.into();
         }
     };
     init_tracing();

@@ -678,3 +678,35 @@ fn a_configuration_error_explains_itself_in_the_termination_message() {
     );
     assert!(!dir.path().join("data").exists());
 }
+
+/// Regression: a value clap refuses (here a malformed `AGENT_TIMEOUT`) exited 2
+/// with clap's text on stderr only; the termination message, all the operator
+/// sees of an init container, stayed empty.
+#[test]
+fn a_malformed_env_var_explains_itself_in_the_termination_message() {
+    let dir = scratch();
+    let termination_log = dir.path().join("termination-log");
+    let env = [
+        (
+            "ETCD_DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("ETCD_MEMBER_NAME", "m0".into()),
+        ("AGENT_TIMEOUT", "ten seconds".into()),
+        ("TERMINATION_LOG", termination_log.display().to_string()),
+    ];
+    let run = run_agent(["preflight"], &env);
+    run.assert_code(2);
+    let message: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&termination_log).expect("the termination message is written"),
+    )
+    .expect("JSON");
+    assert_eq!(message["exit_code"], 2, "{message}");
+    assert_eq!(message["verdict"], serde_json::Value::Null, "{message}");
+    let reason = message["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("ten seconds") && reason.contains("--timeout"),
+        "{message}"
+    );
+    assert!(!dir.path().join("data").exists());
+}
