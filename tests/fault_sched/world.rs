@@ -402,8 +402,10 @@ impl FaultCluster {
         let deadline = Instant::now() + patience() * 3;
         let mut remedy: BTreeSet<usize> = BTreeSet::new();
         let mut exits = vec![0usize; n];
+        // Members the heal started whose exit (if any) is not yet accounted for.
+        let mut watching: BTreeSet<usize> = BTreeSet::new();
         loop {
-            let mut started = Vec::new();
+            self.account_exits(&mut watching, &mut exits, &mut remedy);
             for i in 0..n {
                 if remedy.contains(&i) || self.cluster[i].is_running() {
                     continue;
@@ -411,7 +413,7 @@ impl FaultCluster {
                 match self.start(i) {
                     Ok(()) => {
                         self.event(format!("heal: start m{i}"));
-                        started.push(i);
+                        watching.insert(i);
                     }
                     // Nobody answered yet: ask again once the others are up.
                     Err(p) if p.code == 14 => {}
@@ -425,23 +427,7 @@ impl FaultCluster {
                 }
             }
             self.settle(SETTLE);
-            // Members started in this pass that exited on their own.
-            for &i in &started {
-                if self.cluster[i].is_running() {
-                    continue;
-                }
-                if let Some(status) = self.cluster[i].exit_status() {
-                    exits[i] += 1;
-                    self.counters.crashes += 1;
-                    let why = why_exited(&self.cluster[i]);
-                    self.event(format!("heal: m{i} exited ({status}): {why}"));
-                    if exits[i] >= CRASH_LOOP {
-                        self.event(format!("heal: m{i} crash-loops; remedy"));
-                        self.counters.crash_remedies += 1;
-                        remedy.insert(i);
-                    }
-                }
-            }
+            self.account_exits(&mut watching, &mut exits, &mut remedy);
             let pending: Vec<usize> = (0..n)
                 .filter(|i| !remedy.contains(i))
                 .filter(|&i| {
@@ -476,6 +462,34 @@ impl FaultCluster {
         .map_err(|e| format!("heal: {e}{}", self.log_tails(&all)))?;
         self.event("heal: every member healthy");
         Ok(())
+    }
+
+    /// Counts the members in `watching` that exited on their own; three exits in
+    /// a row make a crash loop, queued for the remedy.
+    fn account_exits(
+        &mut self,
+        watching: &mut BTreeSet<usize>,
+        exits: &mut [usize],
+        remedy: &mut BTreeSet<usize>,
+    ) {
+        for i in watching.clone() {
+            if self.cluster[i].is_running() {
+                continue;
+            }
+            watching.remove(&i);
+            let Some(status) = self.cluster[i].exit_status() else {
+                continue;
+            };
+            exits[i] += 1;
+            self.counters.crashes += 1;
+            let why = why_exited(&self.cluster[i]);
+            self.event(format!("heal: m{i} exited ({status}): {why}"));
+            if exits[i] >= CRASH_LOOP {
+                self.event(format!("heal: m{i} crash-loops; remedy"));
+                self.counters.crash_remedies += 1;
+                remedy.insert(i);
+            }
+        }
     }
 
     /// Waits until every running member is healthy, one of them exits, or
