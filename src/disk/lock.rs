@@ -97,7 +97,9 @@ fn dev_minor(dev: u64) -> u64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Probe {
     /// `F_OFD_GETLK` on each file only. Sees etcd's WAL locks: etcd holds an OFD
-    /// lock on every segment it has open, from opening the WAL until it exits.
+    /// lock on every segment it has open, from opening the WAL until it exits
+    /// (etcd takes OFD locks wherever `F_OFD_GETLK` works, and flocks
+    /// otherwise; where the probe fails, `/proc/locks` is read after all).
     /// Misses a `flock` on the db alone — bbolt's, held while etcd opens its
     /// backend before the WAL, or an offline tool's. That flock is itself an
     /// exclusion etcd honours (a second etcd waits on it), so a pre-start check
@@ -113,18 +115,37 @@ pub enum Probe {
 /// Files that vanish or cannot be opened are skipped: a read error is reported by
 /// the readers, not here.
 pub fn held_locks(files: &[PathBuf], probe: Probe) -> Vec<HeldLock> {
-    let proc_locks = match probe {
-        Probe::Thorough if !files.is_empty() => std::fs::read_to_string("/proc/locks")
+    // Each file with its OFD probe: `Some(held)`, or `None` when the probe
+    // itself failed (a kernel or file system without OFD locks, where etcd
+    // falls back to flock on the WAL too: only /proc/locks can tell then).
+    let probed: Vec<(&PathBuf, std::fs::Metadata, Option<bool>)> = files
+        .iter()
+        .filter_map(|path| {
+            let meta = std::fs::symlink_metadata(path).ok()?;
+            let ofd = if meta.is_file() {
+                match ofd_conflict(path) {
+                    Ok(held) => Some(held),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(_) => None,
+                }
+            } else {
+                Some(false)
+            };
+            Some((path, meta, ofd))
+        })
+        .collect();
+    let read_proc_locks = !probed.is_empty()
+        && (probe == Probe::Thorough || probed.iter().any(|(_, _, ofd)| ofd.is_none()));
+    let proc_locks = if read_proc_locks {
+        std::fs::read_to_string("/proc/locks")
             .map(|t| parse_proc_locks(&t))
-            .unwrap_or_default(),
-        _ => Vec::new(),
+            .unwrap_or_default()
+    } else {
+        Vec::new()
     };
     let me = std::process::id() as i32;
     let mut held = Vec::new();
-    for path in files {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
-            continue;
-        };
+    for (path, meta, ofd) in probed {
         let (major, minor, inode) = (dev_major(meta.dev()), dev_minor(meta.dev()), meta.ino());
         let mut found = false;
         for l in &proc_locks {
@@ -137,7 +158,7 @@ pub fn held_locks(files: &[PathBuf], probe: Probe) -> Vec<HeldLock> {
                 });
             }
         }
-        if !found && meta.is_file() && matches!(ofd_conflict(path), Ok(true)) {
+        if !found && ofd == Some(true) {
             held.push(HeldLock {
                 path: path.clone(),
                 kind: "OFDLCK".into(),
