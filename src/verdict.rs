@@ -134,10 +134,17 @@ pub struct LiveMemberFacts {
 /// What the live cluster said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveFacts {
-    /// The cluster ID in the response header.
+    /// The cluster ID in the response header (of the freshest answer).
     pub cluster_id: u64,
-    /// The member list (serializable).
+    /// The member list (serializable; the freshest answer's, with a member any
+    /// answer saw started marked started).
     pub members: Vec<LiveMemberFacts>,
+    /// Other cluster IDs some endpoints reported: the endpoints reach more than
+    /// one cluster.
+    pub other_cluster_ids: Vec<u64>,
+    /// Enough members answered to trust "never started" (see
+    /// `evidence::etcd::probe`).
+    pub majority_heard: bool,
 }
 
 impl LiveFacts {
@@ -301,12 +308,14 @@ fn decide_initialized(i: &Inputs) -> Decision {
         check("cluster ID", "the EtcdCluster", op.cluster_id, wal_cluster);
     }
     if let Some(live) = i.live.get() {
-        check(
-            "cluster ID",
-            "the live cluster",
-            Some(live.cluster_id),
-            wal_cluster,
-        );
+        for &cluster_id in std::iter::once(&live.cluster_id).chain(&live.other_cluster_ids) {
+            check(
+                "cluster ID",
+                "the live cluster",
+                Some(cluster_id),
+                wal_cluster,
+            );
+        }
         check(
             "member ID",
             "the live member list",
@@ -432,6 +441,32 @@ fn decide_empty(i: &Inputs) -> Decision {
         );
     }
 
+    // A join rests on the live list alone; it must be a list worth trusting.
+    if let Some(l) = live.filter(|l| readded_as.is_some() && !l.other_cluster_ids.is_empty()) {
+        let ids: Vec<String> = std::iter::once(l.cluster_id)
+            .chain(l.other_cluster_ids.iter().copied())
+            .map(hex_id)
+            .collect();
+        return decision(
+            Verdict::PhaseUnknown,
+            format!(
+                "the data directory is empty and the live endpoints answer for different clusters ({})",
+                ids.join(", ")
+            ),
+            "point ETCD_PEER_ENDPOINTS at this cluster's members only, then restart the Pod",
+        );
+    }
+    if let Some(l) = live.filter(|l| readded_as.is_some() && !l.majority_heard) {
+        return decision(
+            Verdict::PhaseUnknown,
+            format!(
+                "the data directory is empty and the live cluster {} lists this member as added but never started, \
+but fewer than half of its voting members answered: a lagging member's list can miss that this member started",
+                hex_id(l.cluster_id)
+            ),
+            "make a majority of the members reachable through ETCD_PEER_ENDPOINTS (one URL per member), then restart the Pod",
+        );
+    }
     if let Some(id) = readded_as {
         // etcd joins through the other members its --initial-cluster names. The
         // seed's names only itself: with =new etcd would bootstrap a second cluster
@@ -563,7 +598,17 @@ mod tests {
                     started,
                 })
                 .collect(),
+            other_cluster_ids: Vec::new(),
+            majority_heard: true,
         })
+    }
+
+    /// `answer` changed by `f` (when it is an answer).
+    fn altered(mut answer: Answer<LiveFacts>, f: impl FnOnce(&mut LiveFacts)) -> Answer<LiveFacts> {
+        if let Answer::Answered(l) = &mut answer {
+            f(l);
+        }
+        answer
     }
 
     fn op(bootstrap: bool, member: Option<u64>, cluster: Option<u64>) -> Answer<OperatorFacts> {
@@ -705,6 +750,49 @@ mod tests {
         i.operator = op(false, None, Some(9));
         i.hint_cluster_id = Some(9);
         assert_eq!(verdict(&i), Verdict::Join);
+    }
+
+    #[test]
+    fn a_join_needs_half_the_voters_heard_and_one_cluster() {
+        let unstarted = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
+        for allow in [false, true] {
+            let mut i = inputs(DirState::Empty);
+            i.allow_bootstrap_without_evidence = allow;
+            i.live = altered(unstarted.clone(), |l| l.majority_heard = false);
+            let d = decide(&i);
+            assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
+            assert!(d.reason.contains("fewer than half"), "{d:?}");
+            i.live = altered(unstarted.clone(), |l| l.other_cluster_ids = vec![5]);
+            let d = decide(&i);
+            assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
+            assert!(d.reason.contains("different clusters"), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn endpoints_of_different_clusters_never_let_an_empty_seed_bootstrap() {
+        // The operator records nothing yet (its word alone would bootstrap);
+        // a live cluster answered, whichever: the seed must not bootstrap.
+        let mut i = inputs(DirState::Empty);
+        i.me = seed_me();
+        i.operator = op(true, None, None);
+        i.allow_bootstrap_without_evidence = true;
+        i.live = altered(live(9, &[(2, "m1", "http://m1:2380", true)]), |l| {
+            l.other_cluster_ids = vec![5];
+            l.majority_heard = false;
+        });
+        assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed);
+    }
+
+    #[test]
+    fn an_initialized_dir_must_match_every_cluster_the_endpoints_reach() {
+        let mut i = initialized(1, 9);
+        i.live = live(9, &[(1, "m1", ME, true)]);
+        assert_eq!(verdict(&i), Verdict::Start);
+        i.live = altered(i.live.clone(), |l| l.other_cluster_ids = vec![5]);
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::RefuseForeign, "{d:?}");
+        assert!(d.reason.contains("0000000000000005"), "{d:?}");
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
 use etcd_member_agent::evidence::etcd::{
     probe, probe_until, EtcdConn, EtcdProbeError, LiveCluster,
 };
@@ -412,54 +414,74 @@ async fn a_black_holed_endpoint_does_not_delay_the_one_that_answers() {
     );
 }
 
-/// One answer from a two-voter cluster is not a majority: `probe` keeps
-/// listening for the other endpoint (here a black hole) until the deadline and
-/// then goes with what it heard; `probe_until` stops at the first answer that
-/// settles the caller's question.
-#[tokio::test]
-async fn a_minority_answer_waits_for_the_deadline_unless_it_settles_the_question() {
-    let etcd = Etcd::start(&etcd_351()).ready().await;
-    let added_peer = format!("http://127.0.0.1:{}", free_port());
-    etcd.etcdctl(&["member", "add", "m1", &format!("--peer-urls={added_peer}")]);
-    let hole = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let hole_url = format!(
-        "http://{}",
-        hole.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = hole.accept().await {
-            held.push(socket);
-        }
-    });
-    let mut conn = etcd.conn();
-    conn.endpoints = vec![hole_url, etcd.client_url.clone()];
+/// Three voters, one of them frozen (TCP accepted, nothing answered): the
+/// leader's answer alone is one voice of three, short of half, so `probe`
+/// keeps listening for the frozen member until the deadline and then reports
+/// that no majority was heard; `probe_until` stops at the leader's answer once
+/// it settles the question. Thawed, the two answer and a majority is heard.
+#[test]
+fn a_minority_answer_waits_for_the_deadline_unless_the_leader_settles_it() {
+    let cluster = common::Cluster::builder(common::EtcdVersion::V3_5)
+        .members(3)
+        .token("evidence-majority")
+        .start();
+    let leader = cluster.leader().expect("the cluster has a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    // `asker` plays the member whose preflight runs; it keeps running so that
+    // the leader keeps its quorum, but is not asked.
+    let (asker, frozen) = (followers[0], followers[1]);
+    let asker_name = cluster[asker].name().to_owned();
+    let conn = EtcdConn {
+        endpoints: vec![
+            cluster[frozen].client_url().to_owned(),
+            cluster[leader].client_url().to_owned(),
+        ],
+        ..EtcdConn::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
     let budget = Duration::from_secs(4);
+    cluster[frozen].freeze();
 
     let started = Instant::now();
-    let live = probe_until(&conn, started + budget, |view| {
-        view.member_named("m0").is_some_and(|m| m.started)
-    })
-    .await
-    .unwrap_or_else(|e| panic!("probe_until: {e}"));
+    let live = rt
+        .block_on(probe_until(&conn, started + budget, |view| {
+            view.leader == Some(view.responder_member_id)
+                && view.member_named(&asker_name).is_some_and(|m| m.started)
+        }))
+        .unwrap_or_else(|e| panic!("probe_until: {e}"));
     let settled_in = started.elapsed();
-    assert_eq!(live.heard_from, vec![etcd.client_url.clone()]);
+    assert_eq!(
+        live.heard_from,
+        vec![cluster[leader].client_url().to_owned()]
+    );
+    assert!(!live.majority_heard, "{live:?}");
     assert!(settled_in < budget / 2, "settled only after {settled_in:?}");
 
     let started = Instant::now();
-    let live = probe(&conn, started + budget)
-        .await
+    let live = rt
+        .block_on(probe(&conn, started + budget))
         .unwrap_or_else(|e| panic!("probe: {e}"));
     let waited = started.elapsed();
-    holder.abort();
-    assert_eq!(live.heard_from, vec![etcd.client_url.clone()]);
-    assert_eq!(live.members.len(), 2, "{live:?}");
+    assert_eq!(
+        live.heard_from,
+        vec![cluster[leader].client_url().to_owned()]
+    );
+    assert!(!live.majority_heard, "{live:?}");
+    assert_eq!(live.members.len(), 3, "{live:?}");
     assert!(
         waited >= budget - Duration::from_millis(300),
-        "one of two voters is not a majority, yet probe returned after {waited:?}"
+        "one voice of three voters is short of half, yet probe returned after {waited:?}"
     );
+
+    cluster[frozen].thaw();
+    let live = rt
+        .block_on(probe(&conn, Instant::now() + Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("probe: {e}"));
+    assert!(live.majority_heard, "{live:?}");
+    assert_eq!(live.heard_from.len(), 2, "{live:?}");
 }
 
 #[tokio::test]

@@ -43,6 +43,9 @@ pub struct Config {
     timeout: Duration,
     verdict_file: Option<PathBuf>,
     termination_log: Option<PathBuf>,
+    /// How the directory's locks are probed: `Probe::Ofd` before etcd starts
+    /// (see `Probe::Ofd`); `restore`, which writes, asks for `Probe::Thorough`.
+    locks: Probe,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -179,7 +182,13 @@ impl Config {
             timeout: a.timeout,
             verdict_file,
             termination_log,
+            locks: Probe::Ofd,
         })
+    }
+
+    /// The same configuration with another lock probe.
+    pub fn with_lock_probe(self, locks: Probe) -> Config {
+        Config { locks, ..self }
     }
 }
 
@@ -279,18 +288,19 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (dir, dir_elapsed, gathered) = rt.block_on(async {
+    let read_and_gathered = rt.block_on(async {
         // The directory is read on a blocking thread while the live cluster and
         // the Kubernetes API are asked: the slower of the two sets the time, not
         // their sum.
         let paths = cfg.paths.clone();
+        let locks = cfg.locks;
         let mut reading = tokio::task::spawn_blocking(move || {
             // Pre-start: etcd of this Pod cannot be running yet; another process
             // on the same volume shows itself by its WAL locks (`Probe::Ofd`
             // says why the db's flock, which costs an RCU grace period to look
             // up, need not be).
             let opts = Options {
-                locks: Probe::Ofd,
+                locks,
                 ..Options::default()
             };
             let dir = layout::inspect(&paths, opts);
@@ -302,7 +312,12 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             read = &mut reading => (read, None),
             gathered = &mut network => (reading.await, Some(gathered)),
         };
-        let (dir, dir_elapsed) = read.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let (dir, dir_elapsed) = match read {
+            Ok(read) => read,
+            // Re-raised once the runtime is shut down (below): unwinding
+            // through block_on would drop it and wait for blocked threads.
+            Err(e) => return Err(e),
+        };
         // The network only matters when the directory does not decide on its own.
         let needs_network = matches!(
             dir.state,
@@ -313,12 +328,16 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             (true, Some(g)) => Some(g),
             (true, None) => Some(network.await),
         };
-        (dir, dir_elapsed, gathered)
+        Ok((dir, dir_elapsed, gathered))
     });
     // A host-name lookup stuck in getaddrinfo (a DNS server that never answers)
     // runs on a blocking thread no timeout can cancel; dropping the runtime
     // would wait for it, past the budget.
     rt.shutdown_background();
+    let (dir, dir_elapsed, gathered) = match read_and_gathered {
+        Ok(done) => done,
+        Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
+    };
 
     let dir_facts = DirFacts {
         state: Some(dir.state),
@@ -420,17 +439,21 @@ async fn gather(
                 not_configured("etcd", "ETCD_PEER_ENDPOINTS is not set"),
             );
         };
-        // An answer that shows this member started settles the question.
+        // The leader's answer showing this member started settles the
+        // question: nothing unstarts a member, and the leader has applied
+        // every membership change (a lagging member may still list the
+        // previous incarnation of a removed and re-added member as started).
         let me = &cfg.me;
         let started_here = |view: &live_src::LiveCluster| {
-            view.members.iter().any(|m| {
-                m.started
-                    && (me.name.as_deref() == Some(m.name.as_str())
-                        || m.peer_urls.iter().any(|u| {
-                            me.peer_urls
-                                .contains(&ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
-                        }))
-            })
+            view.leader == Some(view.responder_member_id)
+                && view.members.iter().any(|m| {
+                    m.started
+                        && (me.name.as_deref() == Some(m.name.as_str())
+                            || m.peer_urls.iter().any(|u| {
+                                me.peer_urls
+                                    .contains(&ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
+                            }))
+                })
         };
         match live_src::probe_until(conn, deadline, started_here).await {
             Ok(l) => {
@@ -450,6 +473,8 @@ async fn gather(
                             started: m.started,
                         })
                         .collect(),
+                    other_cluster_ids: l.other_cluster_ids.clone(),
+                    majority_heard: l.majority_heard,
                 };
                 let entry = EvidenceEntry {
                     source: "etcd",

@@ -36,6 +36,7 @@ use super::UsageError;
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::ids;
 use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::lock::Probe;
 use crate::exit::Exit;
 use crate::output::{self, hex_id};
 use crate::restore::fetch::{self, FetchError, Fetched, StagedSnapshot};
@@ -190,7 +191,9 @@ fn source_plan(a: &RestoreArgs) -> anyhow::Result<SourcePlan> {
 
 impl Plan {
     fn from_args(a: &RestoreArgs) -> anyhow::Result<Plan> {
-        let evidence = preflight::Config::new(&a.dirs, &a.evidence, None, None)?;
+        // restore writes into the directory: look for every kind of lock.
+        let evidence = preflight::Config::new(&a.dirs, &a.evidence, None, None)?
+            .with_lock_probe(Probe::Thorough);
         let data_dir = a.dirs.data_dir.clone();
         if let Some(w) = &a.dirs.wal_dir {
             if *w != data_dir.join("member").join("wal") {

@@ -125,13 +125,26 @@ pub struct LiveCluster {
     pub raft_term: Option<u64>,
     /// Responder's raft index (`Status`); `None` when `Status` did not answer.
     pub raft_index: Option<u64>,
+    /// Responder's applied index (`Status`, etcd 3.5+; 0 from 3.4); `None` when
+    /// `Status` did not answer. A serializable `MemberList` shows the applied
+    /// state, so this is what orders views by freshness.
+    pub raft_applied_index: Option<u64>,
     /// Member ID of the responder, from the response header.
     #[serde(with = "crate::output::serde_hex")]
     pub responder_member_id: u64,
     /// Every endpoint that answered, in the order of their answers. The view
-    /// above is the freshest of theirs (highest raft index), with `started`
+    /// above is the freshest of theirs (highest applied index), with `started`
     /// set for a member any of them saw started.
     pub heard_from: Vec<String>,
+    /// Cluster IDs other answers reported, when they differ from `cluster_id`:
+    /// the endpoints reach more than one cluster (a misconfiguration; never
+    /// evidence that may let an empty member start).
+    #[serde(with = "crate::output::serde_hex::vec")]
+    pub other_cluster_ids: Vec<u64>,
+    /// The members heard from are enough to trust "never started": at least
+    /// half the voting members of the freshest view (this member counts as a
+    /// voter; any entry committed on a majority is then on one of them).
+    pub majority_heard: bool,
 }
 
 impl LiveCluster {
@@ -186,12 +199,6 @@ pub enum EtcdProbeError {
         /// `cert` or `key`: the half that was given.
         given: &'static str,
     },
-    /// The endpoints belong to different clusters.
-    #[error("the endpoints answer for different clusters: {}", render_views(views))]
-    ClustersDisagree {
-        /// Each answering endpoint with the cluster ID it reported.
-        views: Vec<(String, u64)>,
-    },
     /// Every endpoint was tried and none answered `MemberList` before the
     /// deadline.
     #[error("no etcd endpoint answered MemberList: {}", render_attempts(attempts))]
@@ -199,14 +206,6 @@ pub enum EtcdProbeError {
         /// Each endpoint, in the order given, with why it did not answer.
         attempts: Vec<(String, String)>,
     },
-}
-
-fn render_views(views: &[(String, u64)]) -> String {
-    views
-        .iter()
-        .map(|(endpoint, id)| format!("{endpoint}: {id:016x}"))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 fn render_attempts(attempts: &[(String, String)]) -> String {
@@ -246,7 +245,8 @@ struct Prepared {
 /// `Status` only leaves `leader`/`raft_*` empty). Answers are collected until a
 /// majority of the voting members has answered, every endpoint has reported, or
 /// the deadline passes, and then merged ([`merge`]): a stale member cannot
-/// report alone that a member never started while a majority was reachable.
+/// report alone that a member never started while a majority was reachable,
+/// and the result says whether a majority was heard.
 /// Returns no later than `deadline` (plus scheduling slack).
 pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, EtcdProbeError> {
     probe_until(conn, deadline, |_| false).await
@@ -303,7 +303,7 @@ pub async fn probe_until(
     // Dropping the JoinSet would abort the attempts still running too.
     tasks.abort_all();
     if !answers.is_empty() {
-        return merge(answers);
+        return Ok(merge(answers));
     }
 
     let attempts = conn
@@ -320,43 +320,51 @@ pub async fn probe_until(
     Err(EtcdProbeError::NoEndpointAnswered { attempts })
 }
 
-/// Whether the distinct members that answered are a majority of the voting
-/// members any answer lists.
-fn majority_heard(answers: &[LiveCluster]) -> bool {
-    let voters: std::collections::BTreeSet<u64> = answers
+/// The index of the freshest answer: highest applied index (the raft index
+/// where `Status` gives no applied index, as etcd 3.4's does not); the first to
+/// answer among equals.
+fn freshest(answers: &[LiveCluster]) -> usize {
+    answers
         .iter()
-        .flat_map(|a| a.members.iter().filter(|m| !m.is_learner).map(|m| m.id))
+        .enumerate()
+        .max_by_key(|(i, a)| {
+            let applied = a.raft_applied_index.filter(|&x| x > 0).or(a.raft_index);
+            (applied.unwrap_or(0), std::cmp::Reverse(*i))
+        })
+        .map_or(0, |(i, _)| i)
+}
+
+/// Whether the distinct voting members that answered are at least half of the
+/// voting members of the freshest view. This member counts among the voters
+/// but cannot answer before it starts; an entry committed on a majority of N
+/// voters is on at least N/2 of the others, so ⌈N/2⌉ of them always include one
+/// that has it.
+fn majority_heard(answers: &[LiveCluster]) -> bool {
+    let Some(base) = answers.get(freshest(answers)) else {
+        return false;
+    };
+    let voters: std::collections::BTreeSet<u64> = base
+        .members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
         .collect();
     let heard: std::collections::BTreeSet<u64> = answers
         .iter()
         .map(|a| a.responder_member_id)
         .filter(|id| voters.contains(id))
         .collect();
-    heard.len() * 2 > voters.len()
+    !voters.is_empty() && heard.len() * 2 >= voters.len()
 }
 
-/// One view from several answers: the freshest (highest raft index; the first
-/// to answer among equals) is the base, and a member any answer lists as
-/// started has started — publishing a name is a committed entry, never undone,
-/// so an answer without it is only behind. Answers for different clusters are
-/// an error: the endpoints are misconfigured, and neither view can be trusted.
-fn merge(answers: Vec<LiveCluster>) -> Result<LiveCluster, EtcdProbeError> {
-    let first_id = answers[0].cluster_id;
-    if answers.iter().any(|a| a.cluster_id != first_id) {
-        return Err(EtcdProbeError::ClustersDisagree {
-            views: answers
-                .iter()
-                .map(|a| (a.endpoint.clone(), a.cluster_id))
-                .collect(),
-        });
-    }
-    let heard_from: Vec<String> = answers.iter().map(|a| a.endpoint.clone()).collect();
-    let freshest = answers
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, a)| (a.raft_index.unwrap_or(0), std::cmp::Reverse(*i)))
-        .map_or(0, |(i, _)| i);
-    let mut base = answers[freshest].clone();
+/// One view from several answers: the freshest is the base, and a member any
+/// answer lists as started has started — publishing a name is a committed
+/// entry, never undone, so an answer without it is only behind. Members only a
+/// staler view lists were removed since and are left out. Cluster IDs that
+/// differ from the base's are kept in `other_cluster_ids`.
+fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
+    let majority = majority_heard(&answers);
+    let mut base = answers[freshest(&answers)].clone();
     for member in &mut base.members {
         if member.started {
             continue;
@@ -369,8 +377,17 @@ fn merge(answers: Vec<LiveCluster>) -> Result<LiveCluster, EtcdProbeError> {
             *member = seen.clone();
         }
     }
-    base.heard_from = heard_from;
-    Ok(base)
+    let mut others: Vec<u64> = answers
+        .iter()
+        .map(|a| a.cluster_id)
+        .filter(|&id| id != base.cluster_id)
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    base.heard_from = answers.iter().map(|a| a.endpoint.clone()).collect();
+    base.other_cluster_ids = others;
+    base.majority_heard = majority;
+    base
 }
 
 fn prepare(conn: &EtcdConn) -> Result<Prepared, EtcdProbeError> {
@@ -499,8 +516,11 @@ async fn probe_endpoint(
         leader: status.as_ref().map(|s| s.leader()).filter(|&l| l != 0),
         raft_term: status.as_ref().map(|s| s.raft_term()),
         raft_index: status.as_ref().map(|s| s.raft_index()),
+        raft_applied_index: status.as_ref().map(|s| s.raft_applied_index()),
         responder_member_id: header.member_id(),
         heard_from: vec![endpoint.to_owned()],
+        other_cluster_ids: Vec::new(),
+        majority_heard: false,
     })
 }
 
@@ -618,8 +638,11 @@ mod tests {
             leader: None,
             raft_term: Some(2),
             raft_index: None,
+            raft_applied_index: None,
             responder_member_id: 0x8e9e05c52164694d,
             heard_from: vec!["http://127.0.0.1:2379".into()],
+            other_cluster_ids: vec![0xc2],
+            majority_heard: true,
         };
         let v = serde_json::to_value(&cluster).unwrap_or_default();
         assert_eq!(v["cluster_id"], "cdf818194e3a8c32");
@@ -627,6 +650,7 @@ mod tests {
         assert_eq!(v["members"][0]["started"], true);
         assert_eq!(v["leader"], serde_json::Value::Null);
         assert_eq!(v["responder_member_id"], "8e9e05c52164694d");
+        assert_eq!(v["other_cluster_ids"][0], "00000000000000c2");
     }
 
     fn member(id: u64, name: &str, started: bool) -> LiveMember {
@@ -639,24 +663,39 @@ mod tests {
         LiveMember::new(id, name.into(), peer, client, false)
     }
 
-    /// m3 was added and started (published its name at raft index 120); m1 is
-    /// behind and has not applied that entry.
-    fn views() -> (LiveCluster, LiveCluster) {
-        let view = |responder: u64, index: u64, m3_started: bool| LiveCluster {
+    /// The answer of member `responder` at applied index `applied`, listing
+    /// `members`.
+    fn answer(responder: u64, applied: Option<u64>, members: Vec<LiveMember>) -> LiveCluster {
+        LiveCluster {
             endpoint: format!("http://10.0.0.{responder}:2379"),
             cluster_id: 0xc1,
-            members: vec![
+            members,
+            leader: Some(2),
+            raft_term: Some(4),
+            raft_index: applied.map(|a| a + 2),
+            raft_applied_index: applied,
+            responder_member_id: responder,
+            heard_from: vec![format!("http://10.0.0.{responder}:2379")],
+            other_cluster_ids: Vec::new(),
+            majority_heard: false,
+        }
+    }
+
+    /// m3 was added and started (published its name at index 120); m1 is
+    /// behind and has not applied that entry. m4 (this member, wiped) asks.
+    fn views() -> (LiveCluster, LiveCluster) {
+        let members = |m3_started: bool| {
+            vec![
                 member(1, "m1", true),
                 member(2, "m2", true),
                 member(3, if m3_started { "m3" } else { "" }, m3_started),
-            ],
-            leader: Some(2),
-            raft_term: Some(4),
-            raft_index: Some(index),
-            responder_member_id: responder,
-            heard_from: vec![format!("http://10.0.0.{responder}:2379")],
+                member(4, "m4", true),
+            ]
         };
-        (view(1, 100, false), view(2, 130, true))
+        (
+            answer(1, Some(100), members(false)),
+            answer(2, Some(130), members(true)),
+        )
     }
 
     #[test]
@@ -666,48 +705,118 @@ mod tests {
             vec![stale.clone(), fresh.clone()],
             vec![fresh.clone(), stale.clone()],
         ] {
-            let merged = merge(answers).unwrap();
+            let merged = merge(answers);
             let m3 = merged.members.iter().find(|m| m.id == 3).unwrap();
             assert!(m3.started, "{merged:?}");
             assert_eq!(m3.name, "m3");
             assert_eq!(
-                merged.raft_index,
+                merged.raft_applied_index,
                 Some(130),
                 "the freshest view is the base"
             );
             assert_eq!(merged.heard_from.len(), 2);
+            assert!(merged.other_cluster_ids.is_empty());
         }
-        // Started seen only in the view that is not the base (a member whose
-        // Status did not answer reports no raft index): started still wins.
+        // Started seen only in the view that is not the base: still started.
         let (mut stale, mut fresh) = views();
         stale.members[2] = member(3, "m3", true);
         fresh.members[2] = member(3, "", false);
-        let merged = merge(vec![fresh, stale]).unwrap();
+        let merged = merge(vec![fresh, stale]);
         assert!(merged.members[2].started);
     }
 
     #[test]
-    fn answers_for_different_clusters_are_an_error() {
-        let (stale, mut fresh) = views();
-        fresh.cluster_id = 0xc2;
-        let err = merge(vec![stale, fresh]).unwrap_err();
-        assert!(
-            matches!(err, EtcdProbeError::ClustersDisagree { .. }),
-            "{err}"
+    fn a_member_only_a_staler_view_lists_was_removed() {
+        // m3 was removed and added again as m5 (unstarted); m1 has applied
+        // neither change and still lists m3 started.
+        let stale = answer(
+            1,
+            Some(100),
+            vec![
+                member(1, "m1", true),
+                member(2, "m2", true),
+                member(3, "m3", true),
+            ],
         );
-        assert!(err.to_string().contains("00000000000000c2"), "{err}");
+        let fresh = answer(
+            2,
+            Some(140),
+            vec![
+                member(1, "m1", true),
+                member(2, "m2", true),
+                member(5, "", false),
+            ],
+        );
+        let merged = merge(vec![stale, fresh]);
+        let ids: Vec<u64> = merged.members.iter().map(|m| m.id).collect();
+        assert_eq!(ids, vec![1, 2, 5]);
+        assert!(!merged.members[2].started);
+        assert!(merged.majority_heard, "2 of 3 voters answered");
     }
 
     #[test]
-    fn a_majority_of_voters_must_answer() {
+    fn without_an_applied_index_the_raft_index_orders_views_and_no_status_comes_last() {
+        // etcd 3.4 reports applied index 0.
+        let mut a = answer(1, Some(0), vec![member(1, "m1", true)]);
+        a.raft_index = Some(50);
+        let mut b = answer(
+            2,
+            Some(0),
+            vec![member(1, "m1", true), member(2, "m2", true)],
+        );
+        b.raft_index = Some(60);
+        let mut c = answer(3, None, vec![member(3, "m3", true)]);
+        c.raft_index = None;
+        let merged = merge(vec![c, a, b]);
+        assert_eq!(merged.responder_member_id, 2, "{merged:?}");
+    }
+
+    #[test]
+    fn answers_for_different_clusters_are_kept_not_dropped() {
+        let (stale, mut fresh) = views();
+        fresh.cluster_id = 0xc2;
+        let merged = merge(vec![stale, fresh]);
+        assert_eq!(merged.cluster_id, 0xc2, "the freshest view's");
+        assert_eq!(merged.other_cluster_ids, vec![0xc1]);
+    }
+
+    #[test]
+    fn half_the_voters_of_the_freshest_view_must_answer() {
         let (stale, fresh) = views();
-        // Three voters: one answer is not a majority, two are.
+        // Four voters (this member among them): two answers are enough, one is not.
         assert!(!majority_heard(std::slice::from_ref(&stale)));
-        assert!(majority_heard(&[stale.clone(), fresh]));
+        assert!(majority_heard(&[stale.clone(), fresh.clone()]));
         // The same member answering twice (two URLs of one member) counts once.
         let mut again = stale.clone();
         again.endpoint = "http://m1.example:2379".into();
-        assert!(!majority_heard(&[stale, again]));
+        assert!(!majority_heard(&[stale.clone(), again]));
+        // Learners neither count as voters nor as voices: two voters (1, and
+        // this member 2) and two learners that both answer are not enough.
+        let learner = |id: u64| {
+            let mut m = member(id, &format!("m{id}"), true);
+            m.is_learner = true;
+            m
+        };
+        let with_learners = vec![
+            member(1, "m1", true),
+            member(2, "", false),
+            learner(6),
+            learner(7),
+        ];
+        let from_learners = [
+            answer(6, Some(50), with_learners.clone()),
+            answer(7, Some(50), with_learners.clone()),
+        ];
+        assert!(!majority_heard(&from_learners));
+        assert!(majority_heard(&[answer(1, Some(50), with_learners)]));
+        // Two voters (a scale-up from one): the other member alone is enough.
+        let two = answer(
+            1,
+            Some(10),
+            vec![member(1, "m1", true), member(2, "", false)],
+        );
+        assert!(majority_heard(&[two]));
+        assert!(!majority_heard(&[]));
     }
 
     #[test]
