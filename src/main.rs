@@ -29,11 +29,15 @@ fn init_tracing() {
 /// comes from `TERMINATION_LOG` alone: the flags could not be parsed.
 fn explain_parse_error(e: &clap::Error) {
     let text = e.render().to_string();
-    let reason = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("the command line could not be parsed");
+    let reason = if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // The rendered text is the help, whose first line is the about text.
+        "no command given"
+    } else {
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("the command line could not be parsed")
+    };
     let reason = reason.strip_prefix("error: ").unwrap_or(reason);
     let msg = output::fitted_message(
         serde_json::Value::Null,
