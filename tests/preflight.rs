@@ -630,10 +630,7 @@ fn an_unwritable_verdict_file_does_not_hide_a_refusal() {
         run.stderr.contains("cannot write the verdict file"),
         "{run}"
     );
-    let message: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&termination_log).expect("the termination message is written"),
-    )
-    .expect("JSON");
+    let message = termination_message(&termination_log);
     assert_eq!(message["verdict"], "refuse-empty-formed");
     assert_eq!(message["exit_code"], 10);
     assert!(!missing_volume.exists());
@@ -662,10 +659,7 @@ fn a_configuration_error_explains_itself_in_the_termination_message() {
     let run = run_agent(["preflight", "-o", "json"], &env);
     run.assert_code(2);
     assert_eq!(run.json()["exit_code"], 2, "{run}");
-    let message: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&termination_log).expect("the termination message is written"),
-    )
-    .expect("JSON");
+    let message = termination_message(&termination_log);
     assert_eq!(message["exit_code"], 2, "{message}");
     assert_eq!(message["verdict"], serde_json::Value::Null, "{message}");
     assert_eq!(message["reason"], run.json()["reason"], "{message}");
@@ -697,10 +691,7 @@ fn a_malformed_env_var_explains_itself_in_the_termination_message() {
     ];
     let run = run_agent(["preflight"], &env);
     run.assert_code(2);
-    let message: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&termination_log).expect("the termination message is written"),
-    )
-    .expect("JSON");
+    let message = termination_message(&termination_log);
     assert_eq!(message["exit_code"], 2, "{message}");
     assert_eq!(message["verdict"], serde_json::Value::Null, "{message}");
     let reason = message["reason"].as_str().unwrap_or_default();
@@ -709,4 +700,11 @@ fn a_malformed_env_var_explains_itself_in_the_termination_message() {
         "{message}"
     );
     assert!(!dir.path().join("data").exists());
+}
+
+/// The JSON termination message written at `path`.
+#[track_caller]
+fn termination_message(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).expect("the termination message is written");
+    serde_json::from_slice(&bytes).expect("JSON")
 }

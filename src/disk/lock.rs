@@ -35,16 +35,21 @@ pub fn ofd_conflict(path: &Path) -> std::io::Result<bool> {
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(path)?;
-    let mut fl = nix::libc::flock {
-        l_type: nix::libc::F_WRLCK as i16,
+    let mut fl = whole_file(nix::libc::F_WRLCK);
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut fl))
+        .map_err(std::io::Error::from)?;
+    Ok(fl.l_type != nix::libc::F_UNLCK as i16)
+}
+
+/// A lock record of type `l_type` (`F_WRLCK`, `F_UNLCK`, ...) over the whole file.
+fn whole_file(l_type: nix::libc::c_int) -> nix::libc::flock {
+    nix::libc::flock {
+        l_type: l_type as i16,
         l_whence: nix::libc::SEEK_SET as i16,
         l_start: 0,
         l_len: 0,
         l_pid: 0,
-    };
-    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut fl))
-        .map_err(std::io::Error::from)?;
-    Ok(fl.l_type != nix::libc::F_UNLCK as i16)
+    }
 }
 
 /// A lock line of `/proc/locks`: kind, pid, device major, minor and inode.
@@ -237,21 +242,15 @@ mod tests {
         // etcd's lock: an OFD write lock over the whole file, on its own open
         // file description (this one stands in for etcd's).
         let holder = File::options().read(true).write(true).open(&p).unwrap();
-        let mut fl = nix::libc::flock {
-            l_type: nix::libc::F_WRLCK as i16,
-            l_whence: nix::libc::SEEK_SET as i16,
-            l_start: 0,
-            l_len: 0,
-            l_pid: 0,
-        };
-        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&fl)).unwrap();
+        let lock = whole_file(nix::libc::F_WRLCK);
+        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)).unwrap();
         for probe in [Probe::Ofd, Probe::Thorough] {
             let seen = held_locks(std::slice::from_ref(&p), probe);
             assert_eq!(seen.len(), 1, "{probe:?}: {seen:?}");
             assert_eq!(seen[0].kind, "OFDLCK", "{probe:?}");
         }
-        fl.l_type = nix::libc::F_UNLCK as i16;
-        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&fl)).unwrap();
+        let unlock = whole_file(nix::libc::F_UNLCK);
+        nix::fcntl::fcntl(&holder, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock)).unwrap();
         assert!(held_locks(std::slice::from_ref(&p), Probe::Ofd).is_empty());
     }
 }
