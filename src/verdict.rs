@@ -145,6 +145,8 @@ pub struct LiveFacts {
     /// Enough members answered to trust "never started" (see
     /// `evidence::etcd::probe`).
     pub majority_heard: bool,
+    /// One of the answers was the leader's.
+    pub leader_heard: bool,
 }
 
 impl LiveFacts {
@@ -307,21 +309,42 @@ fn decide_initialized(i: &Inputs) -> Decision {
         check("member ID", "the EtcdMember", op.member_id, wal_member);
         check("cluster ID", "the EtcdCluster", op.cluster_id, wal_cluster);
     }
+    // Endpoints that reach more than one cluster are a misconfiguration of the
+    // endpoint list, not evidence against the directory: it must belong to one
+    // of them, and only that cluster's list says anything about its member.
+    let mut split_warning = None;
     if let Some(live) = i.live.get() {
-        for &cluster_id in std::iter::once(&live.cluster_id).chain(&live.other_cluster_ids) {
+        let reached: Vec<u64> = std::iter::once(live.cluster_id)
+            .chain(live.other_cluster_ids.iter().copied())
+            .collect();
+        if !reached.contains(&wal_cluster) {
+            let source = match &live.other_cluster_ids[..] {
+                [] => "the live cluster".to_owned(),
+                others => {
+                    let others: Vec<String> = others.iter().copied().map(hex_id).collect();
+                    format!("the live cluster (other endpoints: {})", others.join(", "))
+                }
+            };
+            check("cluster ID", &source, Some(live.cluster_id), wal_cluster);
+        } else if live.cluster_id == wal_cluster {
             check(
-                "cluster ID",
-                "the live cluster",
-                Some(cluster_id),
-                wal_cluster,
+                "member ID",
+                "the live member list",
+                live.find(&i.me).map(|m| m.id),
+                wal_member,
             );
         }
-        check(
-            "member ID",
-            "the live member list",
-            live.find(&i.me).map(|m| m.id),
-            wal_member,
-        );
+        if reached.len() > 1 {
+            let others: Vec<String> = reached
+                .iter()
+                .filter(|&&c| c != wal_cluster)
+                .map(|&c| hex_id(c))
+                .collect();
+            split_warning = Some(format!(
+                " (ETCD_PEER_ENDPOINTS also reaches cluster {}: fix the endpoint list)",
+                others.join(", ")
+            ));
+        }
     }
     check("member ID", "ETCD_MEMBER_ID", i.hint_member_id, wal_member);
     check(
@@ -355,10 +378,11 @@ fn decide_initialized(i: &Inputs) -> Decision {
         return decision(
             Verdict::Start,
             format!(
-                "the data directory holds member {} of cluster {}, consistent with {}",
+                "the data directory holds member {} of cluster {}, consistent with {}{}",
                 hex_id(wal_member),
                 hex_id(wal_cluster),
-                checked.join(", ")
+                checked.join(", "),
+                split_warning.unwrap_or_default()
             ),
             "",
         );
@@ -456,15 +480,21 @@ fn decide_empty(i: &Inputs) -> Decision {
             "point ETCD_PEER_ENDPOINTS at this cluster's members only, then restart the Pod",
         );
     }
-    if let Some(l) = live.filter(|l| readded_as.is_some() && !l.majority_heard) {
+    if let Some(l) = live.filter(|l| readded_as.is_some() && !(l.majority_heard && l.leader_heard))
+    {
+        let short = if l.majority_heard {
+            "no answer came from the leader"
+        } else {
+            "fewer than half of its voting members answered"
+        };
         return decision(
             Verdict::PhaseUnknown,
             format!(
                 "the data directory is empty and the live cluster {} lists this member as added but never started, \
-but fewer than half of its voting members answered: a lagging member's list can miss that this member started",
+but {short}: a lagging member's list can miss that this member started",
                 hex_id(l.cluster_id)
             ),
-            "make a majority of the members reachable through ETCD_PEER_ENDPOINTS (one URL per member), then restart the Pod",
+            "list every member's client URL in ETCD_PEER_ENDPOINTS (a single Service URL is one voice) and make the leader and half of the members reachable, then restart the Pod",
         );
     }
     if let Some(id) = readded_as {
@@ -600,6 +630,7 @@ mod tests {
                 .collect(),
             other_cluster_ids: Vec::new(),
             majority_heard: true,
+            leader_heard: true,
         })
     }
 
@@ -753,7 +784,7 @@ mod tests {
     }
 
     #[test]
-    fn a_join_needs_half_the_voters_heard_and_one_cluster() {
+    fn a_join_needs_the_leader_and_half_the_voters_heard_and_one_cluster() {
         let unstarted = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         for allow in [false, true] {
             let mut i = inputs(DirState::Empty);
@@ -762,6 +793,10 @@ mod tests {
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
             assert!(d.reason.contains("fewer than half"), "{d:?}");
+            i.live = altered(unstarted.clone(), |l| l.leader_heard = false);
+            let d = decide(&i);
+            assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
+            assert!(d.reason.contains("leader"), "{d:?}");
             i.live = altered(unstarted.clone(), |l| l.other_cluster_ids = vec![5]);
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
@@ -785,14 +820,35 @@ mod tests {
     }
 
     #[test]
-    fn an_initialized_dir_must_match_every_cluster_the_endpoints_reach() {
+    fn an_initialized_dir_must_belong_to_a_cluster_the_endpoints_reach() {
         let mut i = initialized(1, 9);
         i.live = live(9, &[(1, "m1", ME, true)]);
         assert_eq!(verdict(&i), Verdict::Start);
+        // One endpoint of another cluster in the list: the directory still
+        // belongs to a reachable cluster; start, and say what to fix.
         i.live = altered(i.live.clone(), |l| l.other_cluster_ids = vec![5]);
         let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::Start, "{d:?}");
+        assert!(
+            d.reason.contains("also reaches cluster 0000000000000005"),
+            "{d:?}"
+        );
+        // The freshest view is the other cluster's: its member list says
+        // nothing about this directory's member.
+        i.live = altered(live(5, &[(3, "m1", ME, true)]), |l| {
+            l.other_cluster_ids = vec![9]
+        });
+        assert_eq!(verdict(&i), Verdict::Start);
+        // Neither cluster is the directory's.
+        i.live = altered(live(5, &[(3, "m1", ME, true)]), |l| {
+            l.other_cluster_ids = vec![6]
+        });
+        let d = decide(&i);
         assert_eq!(d.verdict, Verdict::RefuseForeign, "{d:?}");
-        assert!(d.reason.contains("0000000000000005"), "{d:?}");
+        assert!(
+            d.reason.contains("0000000000000005") && d.reason.contains("0000000000000006"),
+            "{d:?}"
+        );
     }
 
     #[test]

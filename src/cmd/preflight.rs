@@ -440,9 +440,9 @@ async fn gather(
             );
         };
         // The leader's answer showing this member started settles the
-        // question: nothing unstarts a member, and the leader has applied
-        // every membership change (a lagging member may still list the
-        // previous incarnation of a removed and re-added member as started).
+        // question: nothing unstarts a member, and the leader's is the most
+        // current view (a lagging member may still list the previous
+        // incarnation of a removed and re-added member as started).
         let me = &cfg.me;
         let started_here = |view: &live_src::LiveCluster| {
             view.leader == Some(view.responder_member_id)
@@ -475,6 +475,7 @@ async fn gather(
                         .collect(),
                     other_cluster_ids: l.other_cluster_ids.clone(),
                     majority_heard: l.majority_heard,
+                    leader_heard: l.leader_heard,
                 };
                 let entry = EvidenceEntry {
                     source: "etcd",

@@ -145,6 +145,9 @@ pub struct LiveCluster {
     /// half the voting members of the freshest view (this member counts as a
     /// voter; any entry committed on a majority is then on one of them).
     pub majority_heard: bool,
+    /// One of the answers came from the member that leads (it reports itself
+    /// as the leader): the most current view of the membership there is.
+    pub leader_heard: bool,
 }
 
 impl LiveCluster {
@@ -242,9 +245,9 @@ struct Prepared {
 /// Asks the live cluster for its membership and the answering members' status.
 ///
 /// Every endpoint is asked concurrently (`MemberList` and `Status`; a failed
-/// `Status` only leaves `leader`/`raft_*` empty). Answers are collected until a
-/// majority of the voting members has answered, every endpoint has reported, or
-/// the deadline passes, and then merged ([`merge`]): a stale member cannot
+/// `Status` only leaves `leader`/`raft_*` empty). Answers are collected until
+/// half of the voting members and the leader have answered, every endpoint has
+/// reported, or the deadline passes, and then merged ([`merge`]): a stale member cannot
 /// report alone that a member never started while a majority was reachable,
 /// and the result says whether a majority was heard.
 /// Returns no later than `deadline` (plus scheduling slack).
@@ -284,7 +287,7 @@ pub async fn probe_until(
                 tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
                 let done = settled(&cluster);
                 answers.push(cluster);
-                if done || majority_heard(&answers) {
+                if done || (majority_heard(&answers) && leader_heard(&answers)) {
                     break;
                 }
             }
@@ -357,6 +360,14 @@ fn majority_heard(answers: &[LiveCluster]) -> bool {
     !voters.is_empty() && heard.len() * 2 >= voters.len()
 }
 
+/// Whether one of the answers came from a member that reports itself as the
+/// leader.
+fn leader_heard(answers: &[LiveCluster]) -> bool {
+    answers
+        .iter()
+        .any(|a| a.leader == Some(a.responder_member_id))
+}
+
 /// One view from several answers: the freshest is the base, and a member any
 /// answer lists as started has started — publishing a name is a committed
 /// entry, never undone, so an answer without it is only behind. Members only a
@@ -364,6 +375,7 @@ fn majority_heard(answers: &[LiveCluster]) -> bool {
 /// differ from the base's are kept in `other_cluster_ids`.
 fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
     let majority = majority_heard(&answers);
+    let leader = leader_heard(&answers);
     let mut base = answers[freshest(&answers)].clone();
     for member in &mut base.members {
         if member.started {
@@ -387,6 +399,7 @@ fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
     base.heard_from = answers.iter().map(|a| a.endpoint.clone()).collect();
     base.other_cluster_ids = others;
     base.majority_heard = majority;
+    base.leader_heard = leader;
     base
 }
 
@@ -521,6 +534,7 @@ async fn probe_endpoint(
         heard_from: vec![endpoint.to_owned()],
         other_cluster_ids: Vec::new(),
         majority_heard: false,
+        leader_heard: false,
     })
 }
 
@@ -643,6 +657,7 @@ mod tests {
             heard_from: vec!["http://127.0.0.1:2379".into()],
             other_cluster_ids: vec![0xc2],
             majority_heard: true,
+            leader_heard: false,
         };
         let v = serde_json::to_value(&cluster).unwrap_or_default();
         assert_eq!(v["cluster_id"], "cdf818194e3a8c32");
@@ -678,6 +693,7 @@ mod tests {
             heard_from: vec![format!("http://10.0.0.{responder}:2379")],
             other_cluster_ids: Vec::new(),
             majority_heard: false,
+            leader_heard: false,
         }
     }
 
@@ -752,6 +768,7 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 5]);
         assert!(!merged.members[2].started);
         assert!(merged.majority_heard, "2 of 3 voters answered");
+        assert!(merged.leader_heard, "member 2 leads and answered");
     }
 
     #[test]
@@ -769,6 +786,16 @@ mod tests {
         c.raft_index = None;
         let merged = merge(vec![c, a, b]);
         assert_eq!(merged.responder_member_id, 2, "{merged:?}");
+    }
+
+    #[test]
+    fn the_leader_is_heard_only_from_itself() {
+        let (stale, fresh) = views();
+        // Both report member 2 as the leader; only member 2's answer is the leader's.
+        assert!(!leader_heard(std::slice::from_ref(&stale)));
+        assert!(leader_heard(std::slice::from_ref(&fresh)));
+        assert!(!merge(vec![stale.clone()]).leader_heard);
+        assert!(merge(vec![stale, fresh]).leader_heard);
     }
 
     #[test]
