@@ -151,11 +151,20 @@ pub struct LiveFacts {
 
 impl LiveFacts {
     /// The entry for this member: by name when it has one, else by peer URL.
+    /// When two entries match (a started one by name, an unstarted one by a new
+    /// peer URL), the started one: whether this member started must not depend
+    /// on the order of the list.
     pub fn find(&self, me: &SelfFacts) -> Option<&LiveMemberFacts> {
-        self.members.iter().find(|m| {
+        let mut matching = self.members.iter().filter(|m| {
             let by_name = matches!(&me.name, Some(n) if !m.name.is_empty() && m.name == *n);
             let by_url = m.peer_urls.iter().any(|u| me.peer_urls.contains(u));
             by_name || by_url
+        });
+        let first = matching.next()?;
+        Some(if first.started {
+            first
+        } else {
+            matching.find(|m| m.started).unwrap_or(first)
         })
     }
 }
@@ -879,6 +888,17 @@ mod tests {
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::RefuseEmptyFormed, "{d:?}");
             assert!(d.remedy.contains("--initial-cluster"), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn a_started_entry_by_name_outweighs_an_unstarted_one_by_url_in_any_order() {
+        let old = (2, "m1", "http://old-m1:2380", true);
+        let new = (7, "", ME, false);
+        for members in [[old, new], [new, old]] {
+            let mut i = inputs(DirState::Empty);
+            i.live = live(9, &members);
+            assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed, "{members:?}");
         }
     }
 
