@@ -378,6 +378,35 @@ fn the_directory_decides(version: EtcdVersion) {
     assert!(v.elapsed < BUDGET + SLACK, "{step}: took {:?}", v.elapsed);
     drop(holes);
 
+    // Quorum lost (m2 stopped too, m0 alone and leaderless) and m2's endpoint
+    // black-holed (its node gone, its address still listed): m0's answer
+    // corroborates the directory, and nothing else is worth waiting for.
+    let step = "healthy restart, quorum lost, one peer black-holed";
+    cluster[2].stop();
+    eventually(patience(), || match cluster.leader() {
+        None => Ok(()),
+        Some(l) => Err(format!("m{l} still leads")),
+    })
+    .unwrap_or_else(|e| panic!("{step}: m0 keeps its leadership: {e}"));
+    let hole = BlackHole::start();
+    let endpoints = format!("{},{}", cluster[0].client_url(), hole.addr);
+    let budget = Duration::from_secs(10);
+    let env = with(
+        &with(&m1_env, "ETCD_PEER_ENDPOINTS", &endpoints),
+        "AGENT_TIMEOUT",
+        &format!("{}s", budget.as_secs()),
+    );
+    let v = preflight(&env);
+    v.expect(step, 0, "start").source(step, "etcd", true, "");
+    assert!(
+        v.elapsed < budget / 2,
+        "{step}: waited {:?} of a {budget:?} budget for a black hole",
+        v.elapsed
+    );
+    drop(hole);
+    cluster[2].start();
+    cluster[0].wait_healthy();
+
     let copies = scratch();
     let m1_copy = copies.path().join("m1-stopped");
     copy_dir(cluster[1].data_dir(), &m1_copy);

@@ -306,7 +306,9 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             let dir = layout::inspect(&paths, opts);
             (dir, started.elapsed())
         });
-        let network = gather(cfg, deadline);
+        // Whether etcd would find a WAL (one listing, ahead of the full read):
+        // it tells the live probe which answer may end its wait.
+        let network = gather(cfg, deadline, layout::wal_exists(&cfg.paths));
         tokio::pin!(network);
         let (read, early) = tokio::select! {
             read = &mut reading => (read, None),
@@ -424,6 +426,7 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
 async fn gather(
     cfg: &Config,
     deadline: Instant,
+    has_wal: bool,
 ) -> (
     Answer<LiveFacts>,
     Answer<OperatorFacts>,
@@ -439,13 +442,16 @@ async fn gather(
                 not_configured("etcd", "ETCD_PEER_ENDPOINTS is not set"),
             );
         };
-        // The leader's answer showing this member started settles the
-        // question: nothing unstarts a member, and the leader's is the most
-        // current view (a lagging member may still list the previous
-        // incarnation of a removed and re-added member as started).
+        // An answer showing this member started settles the question:
+        // nothing unstarts a member. For an empty directory only the
+        // leader's answer does, the most current view (a lagging member may
+        // still list the previous incarnation of a removed and re-added
+        // member as started). A directory with a WAL needs the live list only
+        // to corroborate its IDs: any answer does, and a leaderless cluster
+        // with a black-holed peer cannot hold a restart to the deadline.
         let me = &cfg.me;
         let started_here = |view: &live_src::LiveCluster| {
-            view.leader == Some(view.responder_member_id)
+            (has_wal || view.leader == Some(view.responder_member_id))
                 && view.members.iter().any(|m| {
                     m.started
                         && (me.name.as_deref() == Some(m.name.as_str())

@@ -256,6 +256,18 @@ fn list_dir(dir: &Path) -> io::Result<Option<Vec<(String, std::fs::FileType)>>> 
     Ok(Some(out))
 }
 
+/// etcd's `wal.Exist` test for one directory entry name.
+fn is_wal_segment(name: &str) -> bool {
+    name.ends_with(".wal")
+}
+
+/// `wal.Exist`: does the WAL dir hold a segment? One listing, nothing read,
+/// nothing followed; a directory that cannot be listed answers `false` (the
+/// full [`inspect`] reports why).
+pub fn wal_exists(paths: &Paths) -> bool {
+    matches!(list_dir(&paths.wal_dir), Ok(Some(entries)) if entries.iter().any(|(n, _)| is_wal_segment(n)))
+}
+
 fn io_state(e: &io::Error) -> DirState {
     if e.kind() == io::ErrorKind::PermissionDenied {
         DirState::Unreadable
@@ -374,7 +386,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
             );
         }
     };
-    let has_wal = wal_entries.iter().any(|(n, _)| n.ends_with(".wal"));
+    let has_wal = wal_entries.iter().any(|(n, _)| is_wal_segment(n));
     for (name, ft) in &wal_entries {
         if !name.ends_with(".wal") {
             let note = if name.ends_with(".tmp") {
