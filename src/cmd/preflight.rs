@@ -295,10 +295,11 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         let paths = cfg.paths.clone();
         let locks = cfg.locks;
         let mut reading = tokio::task::spawn_blocking(move || {
-            // Pre-start: etcd of this Pod cannot be running yet; another process
-            // on the same volume shows itself by its WAL locks (`Probe::Ofd`
-            // says why the db's flock, which costs an RCU grace period to look
-            // up, need not be).
+            // `cfg.locks`: for preflight `Probe::Ofd` — etcd of this Pod cannot
+            // be running yet, and another process on the same volume shows
+            // itself by its WAL locks (`Probe::Ofd` says why the db's flock,
+            // which costs an RCU grace period to look up, need not be);
+            // restore, which writes, asks for `Probe::Thorough`.
             let opts = Options {
                 locks,
                 ..Options::default()
