@@ -587,7 +587,7 @@ fn describe_connect_error(e: &etcd_client::Error) -> String {
 /// An etcd-client error with its causes: the top level of a transport error
 /// says little ("transport error"); the cause (connection refused, unknown CA)
 /// is what an operator needs.
-fn describe_error(e: &etcd_client::Error) -> String {
+pub(crate) fn describe_error(e: &etcd_client::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     let head = match e {
         etcd_client::Error::GRpcStatus(status) => status.message().to_owned(),

@@ -16,6 +16,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::config::LocalEtcd;
 use super::identity::LocalMember;
+use crate::evidence::etcd::describe_error;
 
 /// Why the local member could not be asked at all (a configuration error).
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +162,7 @@ impl LocalClient {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(PollError {
                 timed_out: false,
-                message: format!("connect: {}", describe(&e)),
+                message: format!("connect: {}", describe_error(&e)),
             }),
             Err(_) => Err(PollError {
                 timed_out: true,
@@ -179,31 +180,13 @@ fn flatten<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(PollError {
             timed_out: false,
-            message: format!("{what}: {}", describe(&e)),
+            message: format!("{what}: {}", describe_error(&e)),
         }),
         Err(_) => Err(PollError {
             timed_out: true,
             message: format!("{what}: no answer before the poll timeout"),
         }),
     }
-}
-
-/// An etcd-client error with its causes (the top level of a transport error says
-/// only "transport error"; the cause says "connection refused").
-fn describe(e: &etcd_client::Error) -> String {
-    let mut parts: Vec<String> = vec![match e {
-        etcd_client::Error::GRpcStatus(status) => status.message().to_owned(),
-        other => other.to_string(),
-    }];
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    parts.join(": ")
 }
 
 /// Status `errors` carries "etcdserver: no leader" and one protobuf text entry per
