@@ -394,7 +394,7 @@ fn the_directory_decides(version: EtcdVersion) {
     let env = with(
         &with(&m1_env, "ETCD_PEER_ENDPOINTS", &endpoints),
         "AGENT_TIMEOUT",
-        &format!("{}s", budget.as_secs()),
+        format!("{}s", budget.as_secs()),
     );
     let v = preflight(&env);
     v.expect(step, 0, "start").source(step, "etcd", true, "");
@@ -441,7 +441,7 @@ fn the_directory_decides(version: EtcdVersion) {
     preflight(&with(
         &m1_env,
         "ETCD_DATA_DIR",
-        &partial.display().to_string(),
+        partial.display().to_string(),
     ))
     .expect(step, 13, "refuse-partial")
     .reason_mentions(step, "without a WAL");
@@ -449,7 +449,7 @@ fn the_directory_decides(version: EtcdVersion) {
     let step = "partial: an empty member/";
     let bare = copies.path().join("bare/data");
     std::fs::create_dir_all(bare.join("member")).expect("create member/");
-    preflight(&with(&m1_env, "ETCD_DATA_DIR", &bare.display().to_string())).expect(
+    preflight(&with(&m1_env, "ETCD_DATA_DIR", bare.display().to_string())).expect(
         step,
         13,
         "refuse-partial",
@@ -462,7 +462,7 @@ fn the_directory_decides(version: EtcdVersion) {
     let v = preflight(&with(
         &m1_env,
         "ETCD_DATA_DIR",
-        &corrupt.display().to_string(),
+        corrupt.display().to_string(),
     ));
     v.expect(step, 12, "refuse-corrupt");
     assert_eq!(v.doc()["data_dir"]["state"], "corrupt", "{step}\n{}", v.run);
@@ -472,7 +472,7 @@ fn the_directory_decides(version: EtcdVersion) {
     preflight(&with(
         &m1_env,
         "ETCD_DATA_DIR",
-        &m1_copy.display().to_string(),
+        m1_copy.display().to_string(),
     ))
     .expect(step, 0, "start");
 }
@@ -509,7 +509,7 @@ fn black_holed_peers_without_kubernetes_give_phase_unknown_within_the_budget() {
     let member = with(
         &seed,
         "ETCD_INITIAL_CLUSTER",
-        &format!("m0={peer},m1=http://127.0.0.1:{}", free_port()),
+        format!("m0={peer},m1=http://127.0.0.1:{}", free_port()),
     );
     let kube_dir = scratch();
     let black_holed_api = |env: &Env| {
@@ -518,7 +518,7 @@ fn black_holed_peers_without_kubernetes_give_phase_unknown_within_the_budget() {
         with(
             &env,
             "KUBECONFIG",
-            &kubeconfig(kube_dir.path(), &api.addr).display().to_string(),
+            kubeconfig(kube_dir.path(), &api.addr).display().to_string(),
         )
     };
     let cases = [

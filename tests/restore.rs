@@ -40,25 +40,7 @@ const TOKEN: &str = "restored-cluster";
 /// processes that are gone are removed on first use.
 fn snapshot_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let tmp = std::env::temp_dir();
-        if let Ok(entries) = std::fs::read_dir(&tmp) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name
-                    .strip_prefix("agent-restore-snaps-")
-                    .and_then(|p| p.parse::<u32>().ok())
-                {
-                    if !pid_exists(pid) {
-                        let _ = std::fs::remove_dir_all(e.path());
-                    }
-                }
-            }
-        }
-        let dir = tmp.join(format!("agent-restore-snaps-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
+    DIR.get_or_init(|| per_process_dir("agent-restore-snaps-"))
 }
 
 /// `etcdctl snapshot save` of a one-member cluster of `version` holding the
@@ -156,12 +138,6 @@ fn restore_env(
     ]
 }
 
-fn with(mut env: Vec<(String, String)>, k: &str, v: impl Into<String>) -> Vec<(String, String)> {
-    env.retain(|(key, _)| key != k);
-    env.push((k.into(), v.into()));
-    env
-}
-
 /// `restore -o json --allow-bootstrap-without-evidence --from-file <snap>`; the
 /// document's exit code must be the process's.
 fn restore(snap: &Path, env: &[(String, String)]) -> AgentRun {
@@ -218,19 +194,6 @@ fn inspect(dir: &Path) -> Value {
         &[("AGENT_KUBE", "false")],
     );
     run.json().clone()
-}
-
-/// Entries of a directory (empty when it does not exist).
-fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// Makes a script written by this test executable, and waits until it can be
@@ -398,9 +361,9 @@ fn the_operators_pvc_env_names_the_snapshot_and_a_raw_db_needs_skip_hash_check()
     let data = base.path().join("r0/data");
     let pvc = |sub: &str| {
         let env = restore_env(version, &data, "r0", &members, base.path());
-        let env = with(env, "SNAPSHOT_DEST_KIND", "pvc");
-        let env = with(env, "PVC_MOUNT_PATH", mount.display().to_string());
-        with(env, "PVC_SUBPATH", sub)
+        let env = with(&env, "SNAPSHOT_DEST_KIND", "pvc");
+        let env = with(&env, "PVC_MOUNT_PATH", mount.display().to_string());
+        with(&env, "PVC_SUBPATH", sub)
     };
     let run_pvc = |env: &[(String, String)], extra: &[&str]| {
         let mut args = vec![
@@ -522,11 +485,7 @@ fn a_formed_cluster_is_refused_with_exit_34_even_with_the_allow_flag() {
     // The wiped seed finds a live cluster at its peer endpoints.
     let found = restore(
         snapshot(version),
-        &with(
-            env.clone(),
-            "ETCD_PEER_ENDPOINTS",
-            live[0].client_url().to_string(),
-        ),
+        &with(&env, "ETCD_PEER_ENDPOINTS", live[0].client_url()),
     );
     found.assert_code(34);
     assert_eq!(found.json()["verdict"], "refuse-formed", "{found}");
@@ -547,7 +506,7 @@ fn a_formed_cluster_is_refused_with_exit_34_even_with_the_allow_flag() {
     // The operator's latched cluster ID, handed down as a hint.
     let hinted = restore(
         snapshot(version),
-        &with(env, "ETCD_CLUSTER_ID", "cdf818194e3a8c32"),
+        &with(&env, "ETCD_CLUSTER_ID", "cdf818194e3a8c32"),
     );
     hinted.assert_code(34);
     assert_eq!(hinted.json()["verdict"], "refuse-formed", "{hinted}");
@@ -711,8 +670,8 @@ fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
     std::fs::create_dir(&empty_path).unwrap();
     let members = plan(&["r0"]);
     let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
-    let env = with(env, "ETCDUTL_PATH", "/nonexistent/etcdutl");
-    let env = with(env, "PATH", empty_path.display().to_string());
+    let env = with(&env, "ETCDUTL_PATH", "/nonexistent/etcdutl");
+    let env = with(&env, "PATH", empty_path.display().to_string());
     let before = tree_snapshot(&data);
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
     run.assert_code(32);
@@ -734,7 +693,7 @@ fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
     )
     .unwrap();
     make_executable(&fake);
-    let env = with(env, "ETCDUTL_PATH", fake.display().to_string());
+    let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
     run.assert_code(32);
     assert!(
@@ -767,7 +726,7 @@ fn a_tool_that_restores_another_identity_fails_verification_with_exit_33() {
     make_executable(&tampering);
     let members = plan(&["r0"]);
     let env = restore_env(version, &data, "r0", &members, base.path());
-    let env = with(env, "ETCDUTL_PATH", tampering.display().to_string());
+    let env = with(&env, "ETCDUTL_PATH", tampering.display().to_string());
     let run = restore(snapshot(version), &env);
     run.assert_code(33);
     let doc = run.json();
@@ -868,7 +827,7 @@ fn a_restore_killed_at_any_stage_leaves_no_member_or_a_complete_one_and_a_rerun_
         ("cleanup", true),
     ] {
         let _ = std::fs::remove_dir_all(&data);
-        let env = with(env.clone(), "AGENT_TEST_PAUSE_AT", stage);
+        let env = with(&env, "AGENT_TEST_PAUSE_AT", stage);
         let mut child = spawn_restore(snap, &env, &log);
         let marker = format!("AGENT_TEST_PAUSE_AT: paused at {stage}");
         assert_eventually!(
@@ -911,7 +870,7 @@ fn a_restore_killed_at_any_stage_leaves_no_member_or_a_complete_one_and_a_rerun_
     make_executable(&wrapper);
     let mut child = spawn_restore(
         snap,
-        &with(env.clone(), "ETCDUTL_PATH", wrapper.display().to_string()),
+        &with(&env, "ETCDUTL_PATH", wrapper.display().to_string()),
         &log,
     );
     assert_eventually!(

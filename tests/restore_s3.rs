@@ -37,22 +37,7 @@ const KEY: &str = "cluster-a/2024-01-01.db";
 fn snapshot() -> &'static Path {
     static SNAP: OnceLock<PathBuf> = OnceLock::new();
     SNAP.get_or_init(|| {
-        let tmp = std::env::temp_dir();
-        if let Ok(entries) = std::fs::read_dir(&tmp) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name
-                    .strip_prefix("agent-restore-s3-snaps-")
-                    .and_then(|p| p.parse::<u32>().ok())
-                {
-                    if !pid_exists(pid) {
-                        let _ = std::fs::remove_dir_all(e.path());
-                    }
-                }
-            }
-        }
-        let dir = tmp.join(format!("agent-restore-s3-snaps-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = per_process_dir("agent-restore-s3-snaps-");
         let cluster = Cluster::builder(EtcdVersion::V3_5).members(1).start();
         cluster.put(SENTINEL_KEY, SENTINEL_VALUE);
         let path = dir.join("snap.db");
@@ -266,12 +251,6 @@ fn s3_env(
     .collect()
 }
 
-fn with(mut env: Vec<(String, String)>, k: &str, v: impl Into<String>) -> Vec<(String, String)> {
-    env.retain(|(key, _)| key != k);
-    env.push((k.into(), v.into()));
-    env
-}
-
 fn restore(env: &[(String, String)]) -> AgentRun {
     let run = run_agent(["restore", "-o", "json"], env);
     assert_eq!(
@@ -280,18 +259,6 @@ fn restore(env: &[(String, String)]) -> AgentRun {
         "exit_code in the document must be the exit status\n{run}"
     );
     run
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 #[test]
@@ -374,7 +341,7 @@ fn a_missing_object_or_bucket_exits_30_and_leaves_the_data_dir_empty() {
         "{run}"
     );
 
-    let run = restore(&with(env, "S3_BUCKET", "no-such-bucket"));
+    let run = restore(&with(&env, "S3_BUCKET", "no-such-bucket"));
     run.assert_code(30);
     assert_tree_unchanged(&before, &tree_snapshot(&data));
 }
@@ -405,18 +372,18 @@ fn wrong_credentials_exit_30_when_the_store_enforces_signatures() {
     std::fs::create_dir(&data).unwrap();
     let peer_url = format!("http://127.0.0.1:{}", free_port());
     let env = s3_env(&moto.endpoint(), KEY, &data, base.path(), &peer_url);
-    let env = with(env, "AWS_ACCESS_KEY_ID", id.clone());
+    let env = with(&env, "AWS_ACCESS_KEY_ID", id.clone());
 
-    let wrong = restore(&with(env.clone(), "AWS_SECRET_ACCESS_KEY", "wrong-secret"));
+    let wrong = restore(&with(&env, "AWS_SECRET_ACCESS_KEY", "wrong-secret"));
     wrong.assert_code(30);
     let reason = wrong.json()["reason"].as_str().unwrap().to_string();
     assert!(reason.contains("403"), "{wrong}");
     assert!(entries(&data).is_empty());
 
-    let unknown = restore(&with(env.clone(), "AWS_ACCESS_KEY_ID", "AKIAUNKNOWN"));
+    let unknown = restore(&with(&env, "AWS_ACCESS_KEY_ID", "AKIAUNKNOWN"));
     unknown.assert_code(30);
 
-    let right = restore(&with(env, "AWS_SECRET_ACCESS_KEY", secret));
+    let right = restore(&with(&env, "AWS_SECRET_ACCESS_KEY", secret));
     right.assert_code(0);
     assert_eq!(right.json()["verdict"], "restored", "{right}");
     eprintln!("wrong secret: {reason}");
@@ -493,7 +460,7 @@ fn an_https_endpoint_with_a_private_ca_needs_aws_ca_bundle() {
         "{untrusted}"
     );
     assert!(entries(&data).is_empty());
-    let trusted = restore(&with(env, "AWS_CA_BUNDLE", ca.display().to_string()));
+    let trusted = restore(&with(&env, "AWS_CA_BUNDLE", ca.display().to_string()));
     trusted.assert_code(0);
     assert_eq!(trusted.json()["sha256_verified"], true, "{trusted}");
 }
@@ -552,8 +519,8 @@ fn an_endpoint_that_accepts_and_never_answers_is_bounded_by_the_timeouts_and_exi
         base.path(),
         &peer_url,
     );
-    let env = with(env, "AGENT_READ_TIMEOUT", "1s");
-    let env = with(env, "AGENT_DOWNLOAD_TIMEOUT", "5s");
+    let env = with(&env, "AGENT_READ_TIMEOUT", "1s");
+    let env = with(&env, "AGENT_DOWNLOAD_TIMEOUT", "5s");
     let started = Instant::now();
     let run = restore(&env);
     let took = started.elapsed();
@@ -633,8 +600,8 @@ fn a_download_that_stalls_halfway_exits_30_within_the_read_timeout_and_leaves_th
         base.path(),
         &peer_url,
     );
-    let env = with(env, "AGENT_READ_TIMEOUT", "1s");
-    let env = with(env, "AGENT_DOWNLOAD_TIMEOUT", "20s");
+    let env = with(&env, "AGENT_READ_TIMEOUT", "1s");
+    let env = with(&env, "AGENT_DOWNLOAD_TIMEOUT", "20s");
     let started = Instant::now();
     let run = restore(&env);
     let took = started.elapsed();

@@ -144,3 +144,15 @@ pub fn chown_recursive(path: &Path, uid: u32, gid: u32) {
         }
     }
 }
+
+/// `env` with `key` set to `value` (replacing it if present).
+pub fn with(env: &[(String, String)], key: &str, value: impl AsRef<str>) -> Vec<(String, String)> {
+    let mut env = without(env, key);
+    env.push((key.to_string(), value.as_ref().to_string()));
+    env
+}
+
+/// `env` without `key`.
+pub fn without(env: &[(String, String)], key: &str) -> Vec<(String, String)> {
+    env.iter().filter(|(k, _)| k != key).cloned().collect()
+}

@@ -33,7 +33,8 @@ mod process;
 mod tree;
 
 pub use agent::{
-    agent, chown_recursive, run_agent, run_agent_as, run_command, AgentRun, POD_GID, POD_UID,
+    agent, chown_recursive, run_agent, run_agent_as, run_command, with, without, AgentRun, POD_GID,
+    POD_UID,
 };
 pub use cluster::{Cluster, ClusterBuilder, PutStats};
 pub use etcd::{etcd35_dir, etcdctl_command, etcdutl_status, EtcdVersion, COMMAND_TIMEOUT};
@@ -41,8 +42,8 @@ pub use gateway::{base64_decode, base64_encode, health, HttpConn, HttpResponse};
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError, STOP_GRACE};
 pub use patience::{ensure, eventually, patience, Deadline, DEFAULT_PATIENCE};
 pub use ports::free_port;
-pub use process::{pid_exists, run_with_deadline, shell_code};
-pub use tree::{assert_tree_unchanged, tree_diff, tree_snapshot, EntryFacts, EntryKind};
+pub use process::{per_process_dir, pid_exists, run_with_deadline, shell_code};
+pub use tree::{assert_tree_unchanged, entries, tree_diff, tree_snapshot, EntryFacts, EntryKind};
 
 /// Evaluates `$check` (an expression of type `Result<T, String>`) until it is
 /// `Ok` or the patience runs out, and yields the `T`; panics with the last error

@@ -104,6 +104,29 @@ pub fn pid_exists(pid: u32) -> bool {
     kill(Pid::from_raw(pid as i32), None).is_ok()
 }
 
+/// A directory `<tmp>/<prefix><pid>` for this test process, created; the
+/// directories of earlier test processes with the same prefix that are gone
+/// are removed first (a killed test run cannot clean up after itself).
+pub fn per_process_dir(prefix: &str) -> std::path::PathBuf {
+    let tmp = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_prefix(prefix)
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                if !pid_exists(pid) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+    let dir = tmp.join(format!("{prefix}{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
 /// The exit code a shell would report: the code, or 128 + signal.
 pub fn shell_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;

@@ -160,3 +160,16 @@ pub fn assert_tree_unchanged(
         diffs.join("\n  ")
     );
 }
+
+/// The names of a directory's entries, sorted (empty when it does not exist).
+pub fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{run_agent, tree_diff, tree_snapshot, AgentRun};
+use crate::common::{run_agent, tree_diff, tree_snapshot, with, AgentRun};
 
 /// Kubernetes keeps at most this much of a termination message.
 pub const TERMINATION_MESSAGE_MAX: usize = 4096;
@@ -103,18 +103,6 @@ pub fn value<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// `env` with `key` set to `value` (replacing it if present).
-pub fn with(env: &[(String, String)], key: &str, value: &str) -> Env {
-    let mut env = without(env, key);
-    env.push((key.to_string(), value.to_string()));
-    env
-}
-
-/// `env` without `key`.
-pub fn without(env: &[(String, String)], key: &str) -> Env {
-    env.iter().filter(|(k, _)| k != key).cloned().collect()
-}
-
 /// Runs `preflight -o json` with `env` (kube off and a 10 s budget unless `env`
 /// says otherwise) and checks that the tree around the data dir — its parent, so
 /// a missing data dir must stay missing — is unchanged.
@@ -163,12 +151,12 @@ fn run_preflight(env: &[(String, String)], args: &[&str]) -> Preflight {
     full = with(
         &full,
         "AGENT_VERDICT_FILE",
-        &verdict_file.display().to_string(),
+        verdict_file.display().to_string(),
     );
     full = with(
         &full,
         "TERMINATION_LOG",
-        &termination_log.display().to_string(),
+        termination_log.display().to_string(),
     );
     let started = Instant::now();
     let mut argv = vec!["preflight", "-o", "json"];
