@@ -97,6 +97,11 @@ pub struct IdentityArgs {
     /// This member's advertised peer URLs, comma separated [default: its entry in --initial-cluster].
     #[arg(long, env = "ETCD_PEER_URLS")]
     pub peer_urls: Option<String>,
+    /// etcd --initial-cluster-state (`new` or `existing`): with `new` the member's
+    /// IDs follow from --initial-cluster and the token [default: `new` when
+    /// --initial-cluster names only this member, else unknown].
+    #[arg(long, env = "ETCD_INITIAL_CLUSTER_STATE", value_parser = ["new", "existing"])]
+    pub initial_cluster_state: Option<String>,
 }
 
 /// How to reach etcd.
@@ -134,6 +139,10 @@ pub struct KubeArgs {
     /// The Pod's namespace.
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
+    /// This Pod's UID (downward API `metadata.uid`): compared with the
+    /// EtcdMember's `status.podUID` to tell whether an earlier Pod of this member ran.
+    #[arg(long, env = "POD_UID")]
+    pub pod_uid: Option<String>,
     /// A kubeconfig to use instead of the in-cluster config.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,

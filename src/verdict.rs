@@ -9,9 +9,14 @@
 //! when the sources that could know say this member never started. Silence is not
 //! consent — when nobody can answer, the verdict is `phase-unknown` and etcd does
 //! not start.
+//!
+//! Every [`Decision`] names the [`Row`] of `docs/decision-table.md` it came from
+//! (a test keeps the two in agreement), so tests and operators match rows, not
+//! wording.
 
 use serde::Serialize;
 
+use crate::disk::ids::comparable_url;
 use crate::exit::Exit;
 use crate::output::hex_id;
 
@@ -89,6 +94,157 @@ impl Verdict {
     }
 }
 
+/// The rows of `docs/decision-table.md`. Each decision names the row it came
+/// from; the row fixes the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Row {
+    /// 1: the directory cannot be read.
+    #[serde(rename = "1")]
+    Unreadable,
+    /// 1a: the directory is laid out in a way the agent does not read
+    /// (a symlink inside the data dir): a configuration matter.
+    #[serde(rename = "1a")]
+    Layout,
+    /// 2: etcd holds the directory's locks.
+    #[serde(rename = "2")]
+    Running,
+    /// 3: the directory fails its checks.
+    #[serde(rename = "3")]
+    Corrupt,
+    /// 4: something etcd wrote, but not a complete member.
+    #[serde(rename = "4")]
+    Partial,
+    /// 5: initialized, and every known expectation agrees.
+    #[serde(rename = "5")]
+    Start,
+    /// 5a: initialized; a recorded member ID is stale (the live list of the
+    /// directory's cluster shows this member started under the directory's ID).
+    #[serde(rename = "5a")]
+    StartStaleRecord,
+    /// 5b: initialized with an empty log, and no source says this member
+    /// started before (a first start that failed before its first entry).
+    #[serde(rename = "5b")]
+    StartEmptyLog,
+    /// 6: a source disagrees with the directory's member or cluster ID.
+    #[serde(rename = "6")]
+    Foreign,
+    /// 6a: the directory's IDs contradict what this bootstrap member's flags
+    /// derive, and no source vouches for them (an earlier incarnation's PVC).
+    #[serde(rename = "6a")]
+    ForeignIncarnation,
+    /// 6b: the leader's list of the directory's cluster no longer has the
+    /// directory's member: it was removed.
+    #[serde(rename = "6b")]
+    Removed,
+    /// 7: empty, and this member started before.
+    #[serde(rename = "7")]
+    EmptyFormed,
+    /// 7a: a WAL with no entry and no snapshot, and this member started before.
+    #[serde(rename = "7a")]
+    EmptyLogFormed,
+    /// 8: empty, listed as added but never started: join.
+    #[serde(rename = "8")]
+    Join,
+    /// 8a: as 8, but the flags name only this member: etcd cannot join.
+    #[serde(rename = "8a")]
+    JoinSelfOnly,
+    /// 8b: as 8, but the list is not worth trusting (no leader, no majority,
+    /// endpoints of several clusters).
+    #[serde(rename = "8b")]
+    JoinUntrusted,
+    /// 9: empty seed, and the operator records nothing: bootstrap.
+    #[serde(rename = "9")]
+    Bootstrap,
+    /// 9a: as 9, but the EtcdMember names an earlier Pod of this member.
+    #[serde(rename = "9a")]
+    BootstrapEarlierPod,
+    /// 10: empty, and the live cluster does not list this member.
+    #[serde(rename = "10")]
+    NotListed,
+    /// 11: empty, and no source could answer.
+    #[serde(rename = "11")]
+    NoEvidence,
+    /// 11a: as 11, allowed by `--allow-bootstrap-without-evidence`.
+    #[serde(rename = "11a")]
+    AllowedWithoutEvidence,
+}
+
+impl Row {
+    /// Every row, in the order of the documented table.
+    pub const ALL: [Row; 21] = [
+        Row::Unreadable,
+        Row::Layout,
+        Row::Running,
+        Row::Corrupt,
+        Row::Partial,
+        Row::Start,
+        Row::StartStaleRecord,
+        Row::StartEmptyLog,
+        Row::Foreign,
+        Row::ForeignIncarnation,
+        Row::Removed,
+        Row::EmptyFormed,
+        Row::EmptyLogFormed,
+        Row::Join,
+        Row::JoinSelfOnly,
+        Row::JoinUntrusted,
+        Row::Bootstrap,
+        Row::BootstrapEarlierPod,
+        Row::NotListed,
+        Row::NoEvidence,
+        Row::AllowedWithoutEvidence,
+    ];
+
+    /// The row's number in `docs/decision-table.md`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Row::Unreadable => "1",
+            Row::Layout => "1a",
+            Row::Running => "2",
+            Row::Corrupt => "3",
+            Row::Partial => "4",
+            Row::Start => "5",
+            Row::StartStaleRecord => "5a",
+            Row::StartEmptyLog => "5b",
+            Row::Foreign => "6",
+            Row::ForeignIncarnation => "6a",
+            Row::Removed => "6b",
+            Row::EmptyFormed => "7",
+            Row::EmptyLogFormed => "7a",
+            Row::Join => "8",
+            Row::JoinSelfOnly => "8a",
+            Row::JoinUntrusted => "8b",
+            Row::Bootstrap => "9",
+            Row::BootstrapEarlierPod => "9a",
+            Row::NotListed => "10",
+            Row::NoEvidence => "11",
+            Row::AllowedWithoutEvidence => "11a",
+        }
+    }
+
+    /// The verdict of the row. Rows 11a's verdict depends on the member's
+    /// shape: [`Verdict::Bootstrap`] here, [`Verdict::Join`] for a non-seed
+    /// (see [`decide`]).
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Row::Unreadable | Row::Layout => Verdict::Unreadable,
+            Row::Running => Verdict::RefuseRunning,
+            Row::Corrupt => Verdict::RefuseCorrupt,
+            Row::Partial => Verdict::RefusePartial,
+            Row::Start | Row::StartStaleRecord | Row::StartEmptyLog => Verdict::Start,
+            Row::Foreign | Row::ForeignIncarnation | Row::Removed => Verdict::RefuseForeign,
+            Row::EmptyFormed | Row::EmptyLogFormed | Row::JoinSelfOnly => {
+                Verdict::RefuseEmptyFormed
+            }
+            Row::Join => Verdict::Join,
+            Row::Bootstrap | Row::AllowedWithoutEvidence => Verdict::Bootstrap,
+            Row::JoinUntrusted | Row::BootstrapEarlierPod | Row::NotListed | Row::NoEvidence => {
+                Verdict::PhaseUnknown
+            }
+        }
+    }
+}
+
 /// The directory's facts that matter to the decision.
 #[derive(Debug, Clone, Default)]
 pub struct DirFacts {
@@ -103,8 +259,26 @@ pub struct DirFacts {
     /// The peer URLs the directory's own membership records for its member ID
     /// (`None` when the directory does not say).
     pub recorded_peer_urls: Option<Vec<String>>,
+    /// The name the directory's own membership records for its member ID
+    /// (`None` when it does not say or the member never published one).
+    pub recorded_name: Option<String>,
+    /// The WAL holds no entry and no snapshot: the log is empty although the
+    /// directory is initialized as far as etcd is concerned.
+    pub empty_log: bool,
+    /// A symlink inside the data dir where etcd expects a directory (a
+    /// `member/wal` pointing elsewhere): a configuration matter.
+    pub symlinked: Option<String>,
     /// Why the directory is partial, corrupt or unreadable.
     pub problem: Option<String>,
+}
+
+/// The IDs etcd derives for a bootstrap member from its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedIds {
+    /// `sha1(sorted peer URLs + token)` of this member's `--initial-cluster` entry.
+    pub member_id: u64,
+    /// From every member ID `--initial-cluster` derives.
+    pub cluster_id: u64,
 }
 
 /// Who this member is, from its flags.
@@ -116,6 +290,22 @@ pub struct SelfFacts {
     pub peer_urls: Vec<String>,
     /// `--initial-cluster` names only this member (the operator's seed shape).
     pub self_only_initial_cluster: bool,
+    /// The IDs etcd gives this member when it bootstraps with these flags:
+    /// set for a bootstrap member (the seed shape, or
+    /// `--initial-cluster-state=new`), `None` for a member that joins (its ID
+    /// comes from `member add` and cannot be predicted).
+    pub derived: Option<DerivedIds>,
+    /// This Pod's UID (`POD_UID`, downward API), when configured.
+    pub pod_uid: Option<String>,
+}
+
+impl SelfFacts {
+    /// One of this member's peer URLs, compared as etcd compares URLs (scheme
+    /// and host case, a trailing slash, the default port do not matter).
+    pub fn has_peer_url(&self, url: &str) -> bool {
+        let url = comparable_url(url);
+        self.peer_urls.iter().any(|u| comparable_url(u) == url)
+    }
 }
 
 /// One member of the live cluster's member list.
@@ -149,23 +339,38 @@ pub struct LiveFacts {
     pub leader_heard: bool,
 }
 
+impl LiveMemberFacts {
+    fn is(&self, me: &SelfFacts) -> bool {
+        let by_name = matches!(&me.name, Some(n) if !self.name.is_empty() && self.name == *n);
+        let by_url = self.peer_urls.iter().any(|u| me.has_peer_url(u));
+        by_name || by_url
+    }
+}
+
 impl LiveFacts {
     /// The entry for this member: by name when it has one, else by peer URL.
     /// When two entries match (a started one by name, an unstarted one by a new
     /// peer URL), the started one: whether this member started must not depend
     /// on the order of the list.
     pub fn find(&self, me: &SelfFacts) -> Option<&LiveMemberFacts> {
-        let mut matching = self.members.iter().filter(|m| {
-            let by_name = matches!(&me.name, Some(n) if !m.name.is_empty() && m.name == *n);
-            let by_url = m.peer_urls.iter().any(|u| me.peer_urls.contains(u));
-            by_name || by_url
-        });
+        let mut matching = self.members.iter().filter(|m| m.is(me));
         let first = matching.next()?;
         Some(if first.started {
             first
         } else {
             matching.find(|m| m.started).unwrap_or(first)
         })
+    }
+
+    /// The entry with this ID.
+    pub fn member(&self, id: u64) -> Option<&LiveMemberFacts> {
+        self.members.iter().find(|m| m.id == id)
+    }
+
+    /// The list is the leader's word on `cluster`: the freshest answer is of
+    /// that cluster, and the leader and half of the voters were heard.
+    fn authoritative_for(&self, cluster: u64) -> bool {
+        self.cluster_id == cluster && self.leader_heard && self.majority_heard
     }
 }
 
@@ -178,6 +383,8 @@ pub struct OperatorFacts {
     pub member_id: Option<u64>,
     /// `EtcdCluster.status.clusterID`, latched once the cluster formed.
     pub cluster_id: Option<u64>,
+    /// `EtcdMember.status.podUID`: the Pod the operator last saw for this member.
+    pub pod_uid: Option<String>,
 }
 
 /// A source that may or may not have answered.
@@ -232,10 +439,14 @@ pub struct Inputs {
 pub struct Decision {
     /// The verdict.
     pub verdict: Verdict,
+    /// The row of the decision table it came from.
+    pub row: Row,
     /// What was seen, in one or two sentences.
     pub reason: String,
     /// What to do about it (empty when etcd may start).
     pub remedy: String,
+    /// What does not change the verdict but should be fixed.
+    pub warnings: Vec<String>,
 }
 
 const REMEDY_EMPTY_FORMED: &str =
@@ -250,11 +461,19 @@ const REMEDY_JOIN_FLAGS: &str =
 printed (it names the other members): recreate the Pod with those flags. With the operator, delete the \
 EtcdMember so the operator replaces it with a member created for the formed cluster.";
 
-fn decision(verdict: Verdict, reason: String, remedy: &str) -> Decision {
+const REMEDY_FOREIGN: &str = "check which volume is mounted here (a swapped or reused PVC); do not start etcd on it. If this member's own data is lost, remove and re-add the member so it joins fresh";
+
+const REMEDY_INCARNATION: &str = "this volume holds the data of an earlier cluster (another --initial-cluster-token or member set) that a new cluster of the same name inherited; do not start etcd on it. Keep it if that cluster's data matters, otherwise wipe it (etcd-member-agent wipe) or give the member a new volume, and let it bootstrap or restore afresh";
+
+const REMEDY_REMOVED: &str = "this member was removed from the cluster and etcd would exit on this directory (\"the member has been permanently removed\"); remove the data (etcd-member-agent wipe) and add the member again (etcdctl member add, then start it with the flags member add prints), or with the operator delete the EtcdMember so it is replaced";
+
+fn decision(row: Row, reason: String, remedy: &str) -> Decision {
     Decision {
-        verdict,
+        verdict: row.verdict(),
+        row,
         reason,
         remedy: remedy.to_string(),
+        warnings: Vec::new(),
     }
 }
 
@@ -262,30 +481,39 @@ fn decision(verdict: Verdict, reason: String, remedy: &str) -> Decision {
 pub fn decide(i: &Inputs) -> Decision {
     let Some(state) = i.dir.state else {
         return decision(
-            Verdict::Unreadable,
+            Row::Unreadable,
             "the data directory could not be classified".into(),
             "check the volume mount and permissions",
         );
     };
     let problem = i.dir.problem.clone().unwrap_or_default();
     match state {
-        DirState::Unreadable => decision(
-            Verdict::Unreadable,
-            format!("the data directory cannot be read: {problem}"),
-            "check the volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to read the data dir",
-        ),
+        DirState::Unreadable => match &i.dir.symlinked {
+            Some(link) => decision(
+                Row::Layout,
+                format!("the data directory is not read: {problem}"),
+                &format!(
+                    "{link} is a symlink; the agent never follows symlinks inside the data dir. This is a configuration matter, not damage: keep the data, and pass the symlink's target as etcd's --wal-dir and the agent's --wal-dir (ETCD_WAL_DIR), or mount the volume at the path etcd expects"
+                ),
+            ),
+            None => decision(
+                Row::Unreadable,
+                format!("the data directory cannot be read: {problem}"),
+                "check the volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to read the data dir; a volume that does not answer (a hung network mount) also ends here",
+            ),
+        },
         _ if i.dir.running => decision(
-            Verdict::RefuseRunning,
+            Row::Running,
             "an etcd process holds the locks of this data directory".into(),
             "another etcd is running on this volume; stop it before starting a second one (two processes on one data dir corrupt it)",
         ),
         DirState::Corrupt => decision(
-            Verdict::RefuseCorrupt,
+            Row::Corrupt,
             format!("the data directory is corrupt: {problem}"),
             "keep the directory for analysis; remove and re-add the member so it starts on a fresh directory, or restore from a backup",
         ),
         DirState::Partial => decision(
-            Verdict::RefusePartial,
+            Row::Partial,
             format!("the data directory is partially initialized: {problem}"),
             "an earlier start or restore was interrupted; wipe the directory (etcd-member-agent wipe) and let the member join again (member remove + member add)",
         ),
@@ -294,35 +522,94 @@ pub fn decide(i: &Inputs) -> Decision {
     }
 }
 
+/// Records in `out` that `source` expects `expected` where the WAL has `found`.
+fn check(out: &mut Vec<String>, what: &str, source: &str, expected: Option<u64>, found: u64) {
+    if let Some(e) = expected {
+        if e != found {
+            out.push(format!(
+                "{what} in the WAL is {} but {source} says {}",
+                hex_id(found),
+                hex_id(e)
+            ));
+        }
+    }
+}
+
+/// A member ID a record gives this member, compared with the directory's.
+struct Recorded<'a> {
+    what: &'a str,
+    source: &'a str,
+    id: Option<u64>,
+}
+
 fn decide_initialized(i: &Inputs) -> Decision {
     let (Some(wal_member), Some(wal_cluster)) = (i.dir.member_id, i.dir.cluster_id) else {
         return decision(
-            Verdict::RefuseCorrupt,
+            Row::Corrupt,
             "the WAL has no member or cluster ID".into(),
             "keep the directory for analysis; remove and re-add the member",
         );
     };
+    let op = i.operator.get();
+    let live = i.live.get();
     let mut mismatches = Vec::new();
-    let mut check = |what: &str, source: &str, expected: Option<u64>, found: u64| {
-        if let Some(e) = expected {
-            if e != found {
-                mismatches.push(format!(
-                    "{what} in the WAL is {} but {source} says {}",
-                    hex_id(found),
-                    hex_id(e)
-                ));
-            }
+    let mut warnings = Vec::new();
+
+    // The list of the directory's own cluster shows this member started under
+    // the directory's ID: a member ID recorded elsewhere that the list does not
+    // have is the stale record of an earlier incarnation (the operator latches
+    // `memberID` once, env is frozen at Pod creation; remove + add gives a new
+    // ID). Any answer of that cluster will do, not only the leader's: a list
+    // that names this member under the directory's ID saw that ID join under
+    // this name, and a lagging list errs only towards an ID removed since —
+    // which etcd itself then refuses — never towards another member's data.
+    let live_vouches_member = live.is_some_and(|l| {
+        l.cluster_id == wal_cluster
+            && l.member(wal_member)
+                .is_some_and(|m| m.started && m.is(&i.me))
+    });
+    let mut stale = Vec::new();
+    let recorded = [
+        Recorded {
+            what: "member ID",
+            source: "the EtcdMember",
+            id: op.and_then(|o| o.member_id),
+        },
+        Recorded {
+            what: "member ID",
+            source: "ETCD_MEMBER_ID",
+            id: i.hint_member_id,
+        },
+    ];
+    for r in &recorded {
+        let Some(id) = r.id.filter(|&id| id != wal_member) else {
+            continue;
+        };
+        let gone = live.is_some_and(|l| l.member(id).is_none());
+        if live_vouches_member && gone {
+            stale.push(format!(
+                "{} records member ID {}, which the live member list no longer has: a stale record of an earlier incarnation",
+                r.source,
+                hex_id(id)
+            ));
+        } else {
+            check(&mut mismatches, r.what, r.source, Some(id), wal_member);
         }
-    };
-    if let Some(op) = i.operator.get() {
-        check("member ID", "the EtcdMember", op.member_id, wal_member);
-        check("cluster ID", "the EtcdCluster", op.cluster_id, wal_cluster);
+    }
+    if let Some(op) = op {
+        check(
+            &mut mismatches,
+            "cluster ID",
+            "the EtcdCluster",
+            op.cluster_id,
+            wal_cluster,
+        );
     }
     // Endpoints that reach more than one cluster are a misconfiguration of the
     // endpoint list, not evidence against the directory: it must belong to one
     // of them, and only that cluster's list says anything about its member.
-    let mut split_warning = None;
-    if let Some(live) = i.live.get() {
+    let mut removed = false;
+    if let Some(live) = live {
         let reached: Vec<u64> = std::iter::once(live.cluster_id)
             .chain(live.other_cluster_ids.iter().copied())
             .collect();
@@ -334,14 +621,37 @@ fn decide_initialized(i: &Inputs) -> Decision {
                     format!("the live cluster (other endpoints: {})", others.join(", "))
                 }
             };
-            check("cluster ID", &source, Some(live.cluster_id), wal_cluster);
-        } else if live.cluster_id == wal_cluster {
             check(
-                "member ID",
-                "the live member list",
-                live.find(&i.me).map(|m| m.id),
-                wal_member,
+                &mut mismatches,
+                "cluster ID",
+                &source,
+                Some(live.cluster_id),
+                wal_cluster,
             );
+        } else if live.cluster_id == wal_cluster {
+            match live.member(wal_member) {
+                Some(m) if !m.is(&i.me) && !m.name.is_empty() => {
+                    mismatches.push(format!(
+                        "the live member list has member {} of the WAL as {} ({}), not this member",
+                        hex_id(wal_member),
+                        m.name,
+                        m.peer_urls.join(",")
+                    ));
+                }
+                Some(_) => {}
+                None if live.authoritative_for(wal_cluster) => removed = true,
+                None => {
+                    if let Some(other) = live.find(&i.me).filter(|m| m.id != wal_member) {
+                        check(
+                            &mut mismatches,
+                            "member ID",
+                            "the live member list",
+                            Some(other.id),
+                            wal_member,
+                        );
+                    }
+                }
+            }
         }
         if reached.len() > 1 {
             let others: Vec<String> = reached
@@ -349,58 +659,168 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 .filter(|&&c| c != wal_cluster)
                 .map(|&c| hex_id(c))
                 .collect();
-            split_warning = Some(format!(
-                " (ETCD_PEER_ENDPOINTS also reaches cluster {}: fix the endpoint list)",
+            warnings.push(format!(
+                "ETCD_PEER_ENDPOINTS also reaches cluster {}: fix the endpoint list",
                 others.join(", ")
             ));
         }
     }
-    check("member ID", "ETCD_MEMBER_ID", i.hint_member_id, wal_member);
     check(
+        &mut mismatches,
         "cluster ID",
         "ETCD_CLUSTER_ID",
         i.hint_cluster_id,
         wal_cluster,
     );
     if let Some(recorded) = &i.dir.recorded_peer_urls {
-        let overlap = recorded.iter().any(|u| i.me.peer_urls.contains(u));
+        let overlap = recorded.iter().any(|u| i.me.has_peer_url(u));
         if !i.me.peer_urls.is_empty() && !overlap {
-            mismatches.push(format!(
+            let text = format!(
                 "the directory's own membership gives member {} the peer URLs {} but this member's are {}",
                 hex_id(wal_member),
                 recorded.join(","),
                 i.me.peer_urls.join(",")
-            ));
+            );
+            // The same member under another spelling of its address (an adopted
+            // cluster, a `member update`): the name the directory records and,
+            // where it answered, the live list agree that this is the member.
+            // Both names that are known must be this member's, and one must be.
+            let live_name = live
+                .filter(|l| l.cluster_id == wal_cluster)
+                .and_then(|l| l.member(wal_member))
+                .map(|m| m.name.as_str())
+                .filter(|n| !n.is_empty());
+            let recorded_name = i.dir.recorded_name.as_deref().filter(|n| !n.is_empty());
+            let mine = i.me.name.as_deref();
+            let names = [live_name, recorded_name];
+            let same_member = mine.is_some()
+                && names.iter().any(Option::is_some)
+                && names.iter().flatten().all(|n| Some(*n) == mine);
+            if same_member {
+                warnings.push(format!(
+                    "{text}; the name {} and the member ID agree, so this is the same member with a differently spelled advertise URL: make ETCD_PEER_URLS match etcd's --initial-advertise-peer-urls",
+                    i.me.name.as_deref().unwrap_or_default()
+                ));
+            } else {
+                mismatches.push(text);
+            }
         }
     }
-    if mismatches.is_empty() {
+    let vouched = op
+        .is_some_and(|o| o.member_id == Some(wal_member) || o.cluster_id == Some(wal_cluster))
+        || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
+        || i.hint_member_id == Some(wal_member)
+        || i.hint_cluster_id == Some(wal_cluster);
+
+    let mut d = if !mismatches.is_empty() {
+        decision(
+            Row::Foreign,
+            format!(
+                "the data directory belongs to another member or cluster: {}",
+                mismatches.join("; ")
+            ),
+            REMEDY_FOREIGN,
+        )
+    } else if removed {
+        decision(
+            Row::Removed,
+            format!(
+                "the data directory holds member {} of cluster {}, but the leader's member list of that cluster no longer has it: the member was removed",
+                hex_id(wal_member),
+                hex_id(wal_cluster)
+            ),
+            REMEDY_REMOVED,
+        )
+    } else if let Some(derived) =
+        i.me.derived
+            .filter(|d| !vouched && (d.member_id != wal_member || d.cluster_id != wal_cluster))
+    {
+        decision(
+            Row::ForeignIncarnation,
+            format!(
+                "the data directory holds member {} of cluster {}, but this bootstrap member's flags (--initial-cluster, --initial-cluster-token) make etcd member {} of cluster {}, and no live or operator source vouches for the directory's IDs: it belongs to another cluster, such as an earlier incarnation of a same-named one",
+                hex_id(wal_member),
+                hex_id(wal_cluster),
+                hex_id(derived.member_id),
+                hex_id(derived.cluster_id)
+            ),
+            REMEDY_INCARNATION,
+        )
+    } else if i.dir.empty_log {
+        return decide_empty_log(i, wal_member, warnings);
+    } else {
         let mut checked = vec!["the directory's own membership"];
-        if i.operator.get().is_some() {
+        if i.me.derived.is_some() {
+            checked.push("the IDs its flags derive");
+        }
+        if op.is_some() {
             checked.push("the operator's record");
         }
-        if i.live.get().is_some() {
+        if live.is_some() {
             checked.push("the live cluster");
         }
         if i.hint_member_id.is_some() || i.hint_cluster_id.is_some() {
             checked.push("the env hints");
         }
-        return decision(
-            Verdict::Start,
+        let row = if stale.is_empty() {
+            Row::Start
+        } else {
+            Row::StartStaleRecord
+        };
+        let mut reason = format!(
+            "the data directory holds member {} of cluster {}, consistent with {}",
+            hex_id(wal_member),
+            hex_id(wal_cluster),
+            checked.join(", ")
+        );
+        if !stale.is_empty() {
+            reason.push_str(&format!(
+                "; the live member list shows this member started under that ID: {}",
+                stale.join("; ")
+            ));
+        }
+        decision(row, reason, "")
+    };
+    if !warnings.is_empty() && d.verdict == Verdict::Start {
+        d.reason
+            .push_str(&format!(" (warning: {})", warnings.join("; ")));
+    }
+    d.warnings = warnings;
+    d
+}
+
+/// A WAL with no entry and no snapshot is, for what it holds, an empty
+/// directory: etcd re-creates exactly that on a wiped directory when it
+/// starts with `=existing` (and then panics `tocommit(N) is out of range`).
+/// So the question is the empty directory's — did this member start before?
+/// — and only the answer "never" lets etcd start on it.
+fn decide_empty_log(i: &Inputs, wal_member: u64, warnings: Vec<String>) -> Decision {
+    let empty = decide_empty(i);
+    let what = format!(
+        "the WAL of member {} holds no entry and no snapshot (etcd re-creates such a WAL when it starts on a wiped directory)",
+        hex_id(wal_member)
+    );
+    let mut d = match empty.row {
+        Row::EmptyFormed | Row::JoinSelfOnly => decision(
+            Row::EmptyLogFormed,
+            format!("{what}, but this member started before: {}", empty.reason),
+            REMEDY_EMPTY_FORMED,
+        ),
+        Row::Join | Row::Bootstrap | Row::AllowedWithoutEvidence => decision(
+            Row::StartEmptyLog,
             format!(
-                "the data directory holds member {} of cluster {}, consistent with {}{}",
-                hex_id(wal_member),
-                hex_id(wal_cluster),
-                checked.join(", "),
-                split_warning.unwrap_or_default()
+                "{what}; the first start of this member ended before its first entry, and {}",
+                empty.reason
             ),
             "",
-        );
-    }
-    decision(
-        Verdict::RefuseForeign,
-        format!("the data directory belongs to another member or cluster: {}", mismatches.join("; ")),
-        "check which volume is mounted here (a swapped or reused PVC); do not start etcd on it. If this member's own data is lost, remove and re-add the member so it joins fresh",
-    )
+        ),
+        _ => Decision {
+            reason: format!("{what}; {}", empty.reason),
+            ..empty
+        },
+    };
+    d.warnings = warnings;
+    d
 }
 
 fn decide_empty(i: &Inputs) -> Decision {
@@ -465,7 +885,7 @@ fn decide_empty(i: &Inputs) -> Decision {
     }
     if !started.is_empty() {
         return decision(
-            Verdict::RefuseEmptyFormed,
+            Row::EmptyFormed,
             format!(
                 "the data directory is empty but this member started before: {}",
                 started.join("; ")
@@ -481,7 +901,7 @@ fn decide_empty(i: &Inputs) -> Decision {
             .map(hex_id)
             .collect();
         return decision(
-            Verdict::PhaseUnknown,
+            Row::JoinUntrusted,
             format!(
                 "the data directory is empty and the live endpoints answer for different clusters ({})",
                 ids.join(", ")
@@ -497,13 +917,13 @@ fn decide_empty(i: &Inputs) -> Decision {
             "fewer than half of its voting members answered"
         };
         return decision(
-            Verdict::PhaseUnknown,
+            Row::JoinUntrusted,
             format!(
                 "the data directory is empty and the live cluster {} lists this member as added but never started, \
 but {short}: a lagging member's list can miss that this member started",
                 hex_id(l.cluster_id)
             ),
-            "list every member's client URL in ETCD_PEER_ENDPOINTS (a single Service URL is one voice) and make the leader and half of the members reachable, then restart the Pod",
+            "list every member's client URL in ETCD_PEER_ENDPOINTS (a single Service URL is one voice) and make the leader and half of the members reachable, then restart the Pod; while the cluster has lost quorum, restore quorum first (start the members whose data is intact) — see docs/decision-table.md, row 8b",
         );
     }
     if let Some(id) = readded_as {
@@ -512,7 +932,7 @@ but {short}: a lagging member's list can miss that this member started",
         // carrying the old member and cluster IDs, with =existing it finds no peer.
         if i.me.self_only_initial_cluster {
             return decision(
-                Verdict::RefuseEmptyFormed,
+                Row::JoinSelfOnly,
                 format!(
                     "the data directory is empty and the live cluster lists this member ({}) as added but never started, \
 but its --initial-cluster names only itself: etcd cannot join with these flags",
@@ -522,7 +942,7 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
             );
         }
         return decision(
-            Verdict::Join,
+            Row::Join,
             format!(
                 "the data directory is empty and the live cluster lists this member ({}) as added but never started",
                 hex_id(id)
@@ -532,7 +952,7 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
     }
     if let Some(l) = live {
         return decision(
-            Verdict::PhaseUnknown,
+            Row::NotListed,
             format!(
                 "the data directory is empty and the live cluster {} does not list this member",
                 hex_id(l.cluster_id)
@@ -540,32 +960,55 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
             "add the member first (etcdctl member add <name> --peer-urls=<url>), then restart the Pod",
         );
     }
+    // The Pod's own history: the operator records the Pod it last saw for
+    // this member. Another Pod than this one ran before — its data is gone,
+    // or the operator has not latched the IDs yet (the window PR 355 leaves).
+    let earlier_pod = op.and_then(|o| o.pod_uid.as_deref()).filter(|recorded| {
+        i.me.pod_uid
+            .as_deref()
+            .is_some_and(|mine| mine != *recorded)
+    });
     if seed {
         if let Some(op) = op {
             if op.member_id.is_none() && op.cluster_id.is_none() {
-                return decision(
-                    Verdict::Bootstrap,
+                if let Some(recorded) = earlier_pod {
+                    return decision(
+                        Row::BootstrapEarlierPod,
+                        format!(
+                            "the data directory is empty and the operator records neither a member ID nor a cluster ID, but the EtcdMember names Pod {recorded}, not this Pod ({}): an earlier Pod of this member ran, so the cluster may have formed before the operator latched its IDs",
+                            i.me.pod_uid.as_deref().unwrap_or_default()
+                        ),
+                        "find out whether the earlier Pod formed the cluster (its logs, the other members, the operator's events); if it did, treat this as a wiped member (remove and re-add it); if it never started etcd, clear EtcdMember.status.podUID and restart the Pod",
+                    );
+                }
+                let mut d = decision(
+                    Row::Bootstrap,
                     "the data directory is empty, this is the seed, and the operator records neither a member ID nor a cluster ID: the cluster has not formed".into(),
                     "",
                 );
+                if i.me.pod_uid.is_none() {
+                    d.warnings.push(
+                        "POD_UID is not set: the Pod's history (EtcdMember.status.podUID) was not checked".into(),
+                    );
+                }
+                return d;
             }
         }
     }
     let silent = describe_silence(i);
     if i.allow_bootstrap_without_evidence {
-        let verdict = if seed {
-            Verdict::Bootstrap
-        } else {
-            Verdict::Join
-        };
-        return decision(
-            verdict,
+        let mut d = decision(
+            Row::AllowedWithoutEvidence,
             format!("the data directory is empty and no source could answer ({silent}); allowed by --allow-bootstrap-without-evidence"),
             "",
         );
+        if !seed {
+            d.verdict = Verdict::Join;
+        }
+        return d;
     }
     decision(
-        Verdict::PhaseUnknown,
+        Row::NoEvidence,
         format!("the data directory is empty and nothing could establish whether this member started before ({silent})"),
         "make the live cluster (ETCD_PEER_ENDPOINTS) or the Kubernetes API reachable and retry; for a deployment without an operator that is bootstrapping for the first time, pass --allow-bootstrap-without-evidence",
     )
@@ -591,7 +1034,7 @@ mod tests {
         SelfFacts {
             name: Some("m1".into()),
             peer_urls: vec![ME.into()],
-            self_only_initial_cluster: false,
+            ..Default::default()
         }
     }
 
@@ -656,6 +1099,7 @@ mod tests {
             bootstrap,
             member_id: member,
             cluster_id: cluster,
+            pod_uid: None,
         })
     }
 
@@ -953,5 +1397,228 @@ mod tests {
                 assert_eq!(verdict(&i), Verdict::PhaseUnknown, "{fault}");
             }
         }
+    }
+
+    fn row(i: &Inputs) -> Row {
+        decide(i).row
+    }
+
+    const M0: &str = "http://m0:2380";
+
+    #[test]
+    fn every_row_names_its_verdict_and_the_docs_list_every_row() {
+        let doc = include_str!("../docs/decision-table.md");
+        let documented: Vec<&str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| "))
+            .filter_map(|l| l.split(" |").next())
+            .filter(|id| id.chars().next().is_some_and(|c| c.is_ascii_digit()) && id.len() <= 3)
+            .collect();
+        let in_code: Vec<&str> = Row::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(
+            documented, in_code,
+            "docs/decision-table.md rows vs Row::ALL"
+        );
+        for r in Row::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.id());
+            let line = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| {} |", r.id())))
+                .unwrap();
+            assert!(
+                line.contains(&format!("`{}`", r.verdict().name())),
+                "row {} documents {:?}: {line}",
+                r.id(),
+                r.verdict()
+            );
+        }
+    }
+
+    #[test]
+    fn regression_an_earlier_incarnations_volume_is_foreign_until_a_source_vouches() {
+        // The seed's flags derive member 1 of cluster 9; the volume holds
+        // member 3 of cluster 4 (another --initial-cluster-token).
+        let mut i = initialized(3, 4);
+        i.me = seed_me();
+        i.me.derived = Some(DerivedIds {
+            member_id: 1,
+            cluster_id: 9,
+        });
+        i.operator = op(true, None, None);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseForeign, Row::ForeignIncarnation),
+            "{d:?}"
+        );
+        // The IDs the flags derive start.
+        let mut own = initialized(1, 9);
+        own.me = i.me.clone();
+        assert_eq!(row(&own), Row::Start);
+        // A source vouching for the directory's IDs wins over the derivation
+        // (a member whose URL was updated, then restarted).
+        i.live = live(4, &[(3, "m1", ME, true)]);
+        assert_eq!(row(&i), Row::Start);
+        i.live = Answer::NotConfigured;
+        i.operator = op(true, Some(3), None);
+        assert_eq!(row(&i), Row::Start);
+        // A joining member's IDs are not derived: nothing to contradict.
+        let mut joiner = initialized(3, 4);
+        joiner.me.derived = None;
+        assert_eq!(row(&joiner), Row::Start);
+    }
+
+    #[test]
+    fn regression_a_wal_recreated_on_a_wiped_dir_is_an_empty_member() {
+        // etcd re-created the WAL with the old ID and no entry: the live list
+        // shows the member started, so its data is gone.
+        let mut i = initialized(1, 9);
+        i.dir.empty_log = true;
+        i.live = live(9, &[(1, "m1", ME, true), (2, "m0", M0, true)]);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseEmptyFormed, Row::EmptyLogFormed),
+            "{d:?}"
+        );
+        assert_eq!(d.verdict.exit().code(), 10);
+        // Any one source that says it started refuses, as for an empty dir.
+        let mut i = initialized(1, 9);
+        i.dir.empty_log = true;
+        i.operator = op(false, Some(1), Some(9));
+        assert_eq!(row(&i), Row::EmptyLogFormed);
+        // Nobody answers: not known, fails closed.
+        let mut i = initialized(1, 9);
+        i.dir.empty_log = true;
+        assert_eq!(row(&i), Row::NoEvidence);
+        // The live list has it added but never started: a first start that
+        // ended before its first entry; etcd may start on its WAL.
+        i.live = live(9, &[(1, "", ME, false), (2, "m0", M0, true)]);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::Start, Row::StartEmptyLog),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn regression_an_earlier_pod_of_the_seed_never_bootstraps() {
+        let mut i = inputs(DirState::Empty);
+        i.me = seed_me();
+        i.me.pod_uid = Some("pod-2".into());
+        i.operator = Answer::Answered(OperatorFacts {
+            bootstrap: true,
+            pod_uid: Some("pod-1".into()),
+            ..Default::default()
+        });
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::PhaseUnknown, Row::BootstrapEarlierPod),
+            "{d:?}"
+        );
+        // The operator names this very Pod: its first start.
+        i.me.pod_uid = Some("pod-1".into());
+        assert_eq!(row(&i), Row::Bootstrap);
+        // Without POD_UID the history cannot be read: say so.
+        i.me.pod_uid = None;
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Bootstrap);
+        assert!(d.warnings.iter().any(|w| w.contains("POD_UID")), "{d:?}");
+    }
+
+    #[test]
+    fn regression_a_removed_member_is_refused_once_the_leader_and_a_majority_say_so() {
+        let mut i = initialized(1, 9);
+        i.live = live(9, &[(2, "m0", M0, true), (3, "m2", "http://m2:2380", true)]);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseForeign, Row::Removed),
+            "{d:?}"
+        );
+        assert!(d.remedy.contains("add the member again"), "{d:?}");
+        // Without the leader or a majority the list may lag: not a removal.
+        for f in [
+            (|l: &mut LiveFacts| l.leader_heard = false) as fn(&mut LiveFacts),
+            |l| l.majority_heard = false,
+        ] {
+            let mut j = i.clone();
+            j.live = altered(j.live, f);
+            assert_eq!(row(&j), Row::Start);
+        }
+    }
+
+    #[test]
+    fn regression_a_stale_recorded_id_after_remove_and_add_starts() {
+        // Removed as 1, added again as 7, joined: the EtcdMember and the frozen
+        // env still say 1.
+        let mut i = initialized(7, 9);
+        i.live = live(9, &[(7, "m1", ME, true), (2, "m0", M0, true)]);
+        i.operator = op(false, Some(1), Some(9));
+        i.hint_member_id = Some(1);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::Start, Row::StartStaleRecord),
+            "{d:?}"
+        );
+        assert!(d.reason.contains("stale"), "{d:?}");
+        // The recorded ID is a current member: the records contradict the dir.
+        i.live = live(9, &[(7, "m1", ME, true), (1, "m0", M0, true)]);
+        assert_eq!(row(&i), Row::Foreign);
+        // No live list: nothing shows the record is stale.
+        i.live = Answer::NotConfigured;
+        assert_eq!(row(&i), Row::Foreign);
+        // The cluster ID is never stale.
+        i.live = live(9, &[(7, "m1", ME, true), (2, "m0", M0, true)]);
+        i.operator = op(false, Some(1), Some(8));
+        assert_eq!(row(&i), Row::Foreign);
+    }
+
+    #[test]
+    fn regression_a_differently_spelled_peer_url_is_a_warning() {
+        for spelled in ["http://m1:2380/", "HTTP://M1:2380", "http://m1:2380//"] {
+            let mut i = initialized(1, 9);
+            i.me.peer_urls = vec![spelled.into()];
+            i.live = live(9, &[(1, "m1", ME, true)]);
+            let d = decide(&i);
+            assert_eq!(d.row, Row::Start, "{spelled}: {d:?}");
+            assert!(d.warnings.is_empty(), "{spelled}: {d:?}");
+        }
+        // Another address for the same member (localhost for its IP): the name
+        // and the live list agree: start, with a warning.
+        let mut i = initialized(1, 9);
+        i.dir.recorded_name = Some("m1".into());
+        i.me.peer_urls = vec!["http://localhost:2380".into()];
+        i.live = live(9, &[(1, "m1", ME, true)]);
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Start, "{d:?}");
+        assert!(
+            d.warnings.iter().any(|w| w.contains("advertise URL")),
+            "{d:?}"
+        );
+        // Another member's directory: the names differ.
+        i.dir.recorded_name = Some("m2".into());
+        assert_eq!(row(&i), Row::Foreign);
+        // The live list has the directory's member under another name.
+        i.dir.recorded_name = Some("m1".into());
+        i.live = live(9, &[(1, "m2", ME, true)]);
+        assert_eq!(row(&i), Row::Foreign);
+    }
+
+    #[test]
+    fn regression_a_symlinked_wal_dir_is_a_configuration_matter() {
+        let mut i = inputs(DirState::Unreadable);
+        i.dir.symlinked = Some("/var/lib/etcd/member/wal".into());
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::Unreadable, Row::Layout),
+            "{d:?}"
+        );
+        assert!(d.remedy.contains("--wal-dir"), "{d:?}");
+        assert!(!d.remedy.contains("re-add"), "{d:?}");
     }
 }

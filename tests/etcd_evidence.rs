@@ -447,7 +447,7 @@ fn a_minority_answer_waits_for_the_deadline_unless_the_leader_settles_it() {
 
     let started = Instant::now();
     let live = rt
-        .block_on(probe_until(&conn, started + budget, |view| {
+        .block_on(probe_until(&conn, started + budget, None, |view| {
             view.leader == Some(view.responder_member_id)
                 && view.member_named(&asker_name).is_some_and(|m| m.started)
         }))

@@ -30,25 +30,6 @@ use preflight_support::*;
 const BUDGET: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_millis(1500);
 
-/// `cp -a from to`: a byte-for-byte copy with modes, as a volume snapshot would be.
-fn copy_dir(from: &Path, to: &Path) {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).expect("create the copy's parent");
-    }
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("run cp");
-    assert!(
-        status.success(),
-        "cp -a {} {}",
-        from.display(),
-        to.display()
-    );
-}
-
 /// Flips one byte inside the second record (the metadata) of the first WAL
 /// segment: an early record, far from any torn tail.
 fn flip_a_byte_in_an_early_wal_record(data_dir: &Path) {
@@ -151,73 +132,6 @@ fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
     f.write_all(doc.to_string().as_bytes())
         .expect("write the kubeconfig");
     path
-}
-
-/// Asserts that `member` serves `tenant/config` from its own store.
-#[track_caller]
-fn serves_the_data(step: &str, member: &Member) {
-    assert_eq!(
-        member.get("tenant/config").as_deref(),
-        Some("precious"),
-        "{step}: {} serves the data",
-        member.name()
-    );
-    assert_eventually!(
-        ensure(
-            member.get_serializable("tenant/config").as_deref() == Some("precious"),
-            "its own store lacks the key"
-        ),
-        "{step}: {} holds the data itself",
-        member.name()
-    );
-}
-
-/// Waits until every running member has applied everything committed so far
-/// (a member's publish of its name included), so any of them can answer for it.
-fn settle(cluster: &Cluster, marker: &str) {
-    cluster.put(marker, "applied");
-    for member in cluster.members().iter().filter(|m| m.is_answering()) {
-        assert_eventually!(
-            ensure(member.get_serializable(marker).is_some(), "not applied yet"),
-            "{} applied {marker}",
-            member.name()
-        );
-    }
-}
-
-/// `member remove` + `member add` at the same peer URL, as the remedy of a
-/// wiped member says; returns the `--initial-cluster` member add printed.
-fn remove_and_add_again(cluster: &Cluster, member: &Member) -> String {
-    let old = cluster.member_list()["members"]
-        .as_array()
-        .and_then(|ms| ms.iter().find(|m| m["name"] == member.name()))
-        .and_then(|m| m["ID"].as_u64())
-        .unwrap_or_else(|| panic!("{} is not in the member list", member.name()));
-    cluster.member_remove(old);
-    // etcd derives an added member's ID from its peer URLs and the second of the
-    // add: re-added within the second of its previous add, it would get the ID
-    // just removed, which etcd refuses ("member not found"). Retry until the
-    // clock moves on (or the cluster is healthy enough to add).
-    let peer_urls = format!("--peer-urls={}", member.peer_url());
-    let out = assert_eventually!(
-        {
-            let out = cluster.etcdctl(["member", "add", member.name(), &peer_urls]);
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            ensure(out.status.success(), String::from_utf8_lossy(&out.stderr)).map(|()| stdout)
-        },
-        "member add {}",
-        member.name()
-    );
-    let initial_cluster = out
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ETCD_INITIAL_CLUSTER="))
-        .map(|v| v.trim_matches('"').to_string())
-        .unwrap_or_else(|| panic!("no ETCD_INITIAL_CLUSTER in: {out}"));
-    assert!(
-        !out.contains(&format!("{old:x}")),
-        "a re-added member gets a new ID: {out}"
-    );
-    initial_cluster
 }
 
 /// A scale-up member (added, never started) joins; a wiped member — the last

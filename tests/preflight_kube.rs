@@ -165,6 +165,43 @@ async fn a_seed_with_nothing_recorded_bootstraps_on_the_operators_word() {
     api.stop().await;
 }
 
+/// The window PR 355 leaves open: the seed formed the cluster and its volume was
+/// wiped before the operator latched `memberID`/`clusterID`. The EtcdMember's
+/// `status.podUID` names the earlier Pod: never `bootstrap`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_seed_whose_earlier_pod_ran_never_bootstraps_before_the_ids_are_latched() {
+    let seed = member_obj(MEMBER, CLUSTER, true, None);
+    let recorded = seed["status"]["podUID"]
+        .as_str()
+        .expect("the fake records a podUID")
+        .to_string();
+    let api = api_with(&seed, None).await;
+    let (_dir, data) = empty_dir();
+
+    let step = "seed, nothing latched, the EtcdMember names another Pod";
+    let env = with(
+        &pod_env(&api, &data, &seed),
+        "POD_UID",
+        "a-later-pod-of-the-seed",
+    );
+    run(env)
+        .await
+        .expect(step, 14, "phase-unknown")
+        .row(step, "9a")
+        .reason_mentions(step, &recorded);
+
+    let step = "seed, nothing latched, the EtcdMember names this Pod";
+    let env = with(&pod_env(&api, &data, &seed), "POD_UID", &recorded);
+    run(env).await.expect(step, 0, "bootstrap").row(step, "9");
+
+    let step = "seed, nothing latched, POD_UID not given";
+    run(pod_env(&api, &data, &seed))
+        .await
+        .expect(step, 0, "bootstrap")
+        .warns(step, "POD_UID");
+    api.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_up_member_whose_member_id_is_recorded_is_refused_with_exit_10() {
     let member = member_obj(MEMBER, CLUSTER, false, Some(MEMBER_ID));

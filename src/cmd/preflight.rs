@@ -18,11 +18,13 @@ use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::disk::wal;
 use crate::evidence::{self, etcd as live_src, kube as kube_src};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, hex_id, write_termination_message};
 use crate::verdict::{
-    self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, SelfFacts, Verdict,
+    self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row, SelfFacts,
+    Verdict,
 };
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
@@ -122,6 +124,25 @@ impl Config {
             (Some(ic), Some(n)) => ic.len() == 1 && ic.contains_key(n),
             _ => false,
         };
+        // A bootstrap member's IDs follow from its flags (etcd hashes the peer
+        // URLs of --initial-cluster with the token); a joining member's come
+        // from `member add` and cannot be predicted.
+        let bootstrap_member = match a.identity.initial_cluster_state.as_deref() {
+            Some("new") => true,
+            Some(_) => false,
+            None => self_only_initial_cluster,
+        };
+        let token = a.identity.initial_cluster_token.trim();
+        let derived = match (&initial, &name) {
+            (Some(ic), Some(n)) if bootstrap_member && !token.is_empty() => {
+                let ids = ids::bootstrap_ids(ic, token);
+                ids.get(n).map(|&member_id| verdict::DerivedIds {
+                    member_id,
+                    cluster_id: ids::cluster_id(&ids.values().copied().collect::<Vec<_>>()),
+                })
+            }
+            _ => None,
+        };
         let etcd = match a
             .etcd
             .peer_endpoints
@@ -173,6 +194,8 @@ impl Config {
                 name,
                 peer_urls,
                 self_only_initial_cluster,
+                derived,
+                pod_uid: a.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
             },
             etcd,
             kube,
@@ -214,12 +237,16 @@ pub struct EvidenceEntry {
 pub struct PreflightReport {
     /// The verdict name.
     pub verdict: Verdict,
+    /// The row of `docs/decision-table.md` the verdict came from.
+    pub row: Row,
     /// The exit code.
     pub exit_code: u8,
     /// What was seen.
     pub reason: String,
     /// What to do.
     pub remedy: String,
+    /// What does not change the verdict but should be fixed.
+    pub warnings: Vec<String>,
     /// This member as configured.
     pub member: serde_json::Value,
     /// One entry per source.
@@ -307,19 +334,41 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             let dir = layout::inspect(&paths, opts);
             (dir, started.elapsed())
         });
-        // Whether etcd would find a WAL (one listing, ahead of the full read):
-        // it tells the live probe which answer may end its wait.
-        let network = gather(cfg, deadline, layout::wal_exists(&cfg.paths));
+        // Whether etcd would find a WAL, and whose (one listing and the first
+        // records, ahead of the full read): it tells the live probe which
+        // answer may end its wait. Off the runtime and bounded like the full
+        // read: on a volume that hangs this is where the wait starts.
+        let read_deadline = tokio::time::Instant::from_std(deadline);
+        let quick_paths = cfg.paths.clone();
+        let quick = tokio::task::spawn_blocking(move || {
+            layout::wal_exists(&quick_paths).then(|| wal::wal_identity(&quick_paths.wal_dir))
+        });
+        let wal = match tokio::time::timeout_at(read_deadline, quick).await {
+            Ok(Ok(wal)) => wal,
+            _ => Some(None),
+        };
+        let network = gather(cfg, deadline, wal);
         tokio::pin!(network);
+        // The budget covers the directory too: a volume that does not answer
+        // (a hung network mount) is unreadable at the deadline, not a hung
+        // init container. The blocked reader thread is left behind
+        // (`shutdown_background` below) and ends with the process.
         let (read, early) = tokio::select! {
-            read = &mut reading => (read, None),
-            gathered = &mut network => (reading.await, Some(gathered)),
+            read = tokio::time::timeout_at(read_deadline, &mut reading) => (read.ok(), None),
+            gathered = &mut network => (
+                tokio::time::timeout_at(read_deadline, &mut reading).await.ok(),
+                Some(gathered),
+            ),
         };
         let (dir, dir_elapsed) = match read {
-            Ok(read) => read,
+            Some(Ok(read)) => read,
             // Re-raised once the runtime is shut down (below): unwinding
             // through block_on would drop it and wait for blocked threads.
-            Err(e) => return Err(e),
+            Some(Err(e)) => return Err(e),
+            None => (
+                layout::unanswered(&cfg.paths, started.elapsed()),
+                started.elapsed(),
+            ),
         };
         // The network only matters when the directory does not decide on its own.
         let needs_network = matches!(
@@ -348,6 +397,9 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         member_id: dir.member_id,
         cluster_id: dir.cluster_id,
         recorded_peer_urls: dir.self_peer_urls.clone(),
+        recorded_name: dir.self_name.clone(),
+        empty_log: dir.empty_log,
+        symlinked: dir.symlinked.as_ref().map(|p| p.display().to_string()),
         problem: dir.problem.as_ref().map(|p| p.message.clone()),
     };
     let (live, operator, live_entry, kube_entry) = gathered.unwrap_or_else(|| {
@@ -377,9 +429,14 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
     };
     let Decision {
         verdict,
+        row,
         reason,
         remedy,
+        warnings,
     } = verdict::decide(&inputs);
+    for w in &warnings {
+        tracing::warn!(warning = %w, "preflight");
+    }
 
     let hinted = cfg.hint_member_id.is_some() || cfg.hint_cluster_id.is_some();
     let env_entry = EvidenceEntry {
@@ -407,9 +464,11 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
     };
     Ok(PreflightReport {
         verdict,
+        row,
         exit_code: verdict.exit().code(),
         reason,
         remedy,
+        warnings,
         member: json!({
             "name": cfg.me.name,
             "peer_urls": cfg.me.peer_urls,
@@ -424,10 +483,12 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
     })
 }
 
+/// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
+/// and cluster ID when its first records could be read.
 async fn gather(
     cfg: &Config,
     deadline: Instant,
-    has_wal: bool,
+    wal: Option<Option<(u64, u64)>>,
 ) -> (
     Answer<LiveFacts>,
     Answer<OperatorFacts>,
@@ -448,21 +509,32 @@ async fn gather(
         // leader's answer does, the most current view (a lagging member may
         // still list the previous incarnation of a removed and re-added
         // member as started). A directory with a WAL needs the live list only
-        // to corroborate its IDs: any answer does, and a leaderless cluster
-        // with a black-holed peer cannot hold a restart to the deadline.
+        // to corroborate its IDs: an answer of the directory's own cluster
+        // listing the directory's member started does, so a leaderless
+        // cluster with a black-holed peer cannot hold a restart to the
+        // deadline — and endpoints that also reach another cluster cannot
+        // decide by the luck of which answers first.
         let me = &cfg.me;
-        let started_here = |view: &live_src::LiveCluster| {
-            (has_wal || view.leader == Some(view.responder_member_id))
-                && view.members.iter().any(|m| {
-                    m.started
-                        && (me.name.as_deref() == Some(m.name.as_str())
-                            || m.peer_urls.iter().any(|u| {
-                                me.peer_urls
-                                    .contains(&ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
-                            }))
-                })
+        let is_me = |m: &live_src::LiveMember| {
+            m.started
+                && (me.name.as_deref() == Some(m.name.as_str())
+                    || m.peer_urls.iter().any(|u| me.has_peer_url(u)))
         };
-        match live_src::probe_until(conn, deadline, started_here).await {
+        let started_here = |view: &live_src::LiveCluster| match wal {
+            None => view.leader == Some(view.responder_member_id) && view.members.iter().any(is_me),
+            Some(Some((member, cluster))) => {
+                view.cluster_id == cluster
+                    && view.members.iter().any(|m| m.id == member && is_me(m))
+            }
+            // A WAL whose first records could not be read: the full read
+            // decides (corrupt or unreadable); nothing settles early.
+            Some(None) => false,
+        };
+        let own_cluster = match wal {
+            Some(Some((_, cluster))) => Some(cluster),
+            _ => None,
+        };
+        match live_src::probe_until(conn, deadline, own_cluster, started_here).await {
             Ok(l) => {
                 let facts = LiveFacts {
                     cluster_id: l.cluster_id,
@@ -518,6 +590,7 @@ async fn gather(
                     bootstrap: rec.member.bootstrap,
                     member_id: rec.member.member_id,
                     cluster_id: rec.cluster.cluster_id,
+                    pod_uid: rec.member.pod_uid.clone(),
                 };
                 let entry = EvidenceEntry {
                     source: "kube",
@@ -645,9 +718,11 @@ mod tests {
         );
         let report = PreflightReport {
             verdict: Verdict::RefuseEmptyFormed,
+            row: Row::EmptyFormed,
             exit_code: 10,
             reason: "é".repeat(5000),
             remedy: "x".repeat(9000),
+            warnings: vec![],
             member: serde_json::Value::Null,
             evidence: vec![],
             data_dir: dir,

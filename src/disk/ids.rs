@@ -42,6 +42,36 @@ pub fn normalize_url(url: &str) -> Result<String, IdError> {
     Ok(format!("{}://{rest}", scheme.to_ascii_lowercase()))
 }
 
+/// The form in which two spellings of one URL compare equal: scheme and host
+/// lower-cased, a trailing `/` and the scheme's default port dropped. etcd
+/// compares peer URLs that loosely (and resolves host names besides, which an
+/// offline decision cannot); IDs are still derived from [`normalize_url`]'s
+/// form, the bytes etcd hashes.
+pub fn comparable_url(url: &str) -> String {
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_ascii_lowercase();
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let (authority, path) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let mut authority = authority.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => Some(":80"),
+        "https" => Some(":443"),
+        _ => None,
+    };
+    if let Some(port) = default_port {
+        if let Some(stripped) = authority.strip_suffix(port) {
+            authority = stripped.to_string();
+        }
+    }
+    let path = path.trim_end_matches('/');
+    format!("{scheme}://{authority}{path}")
+}
+
 /// Parses a comma-separated URL list, normalised, in the order given.
 pub fn parse_urls(list: &str) -> Result<Vec<String>, IdError> {
     let urls = list
@@ -155,5 +185,28 @@ mod tests {
         assert!(parse_initial_cluster("=http://x:1").is_err());
         assert!(parse_initial_cluster("a=x").is_err());
         assert!(parse_initial_cluster("").is_err());
+    }
+
+    #[test]
+    fn spellings_of_one_url_compare_equal() {
+        let want = comparable_url("http://m1.svc:2380");
+        for spelled in [
+            "http://m1.svc:2380/",
+            "HTTP://M1.svc:2380",
+            " http://m1.SVC:2380// ",
+        ] {
+            assert_eq!(comparable_url(spelled), want, "{spelled}");
+        }
+        assert_eq!(comparable_url("http://a:80"), comparable_url("http://a"));
+        assert_eq!(
+            comparable_url("https://a:443/"),
+            comparable_url("https://a")
+        );
+        assert_ne!(
+            comparable_url("http://a:2380"),
+            comparable_url("http://a:2381")
+        );
+        assert_ne!(comparable_url("http://a:443"), comparable_url("http://a"));
+        assert_eq!(comparable_url("not a url"), "not a url");
     }
 }

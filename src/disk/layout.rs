@@ -153,6 +153,17 @@ pub struct Inspection {
     pub membership: Vec<RecordedMember>,
     /// The peer URLs the directory records for its own member ID.
     pub self_peer_urls: Option<Vec<String>>,
+    /// The name the directory records for its own member ID (empty or absent
+    /// for a member that never published one).
+    pub self_name: Option<String>,
+    /// The WAL holds no entry and no snapshot: initialized as far as etcd's
+    /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
+    /// WAL when it starts on a wiped directory).
+    pub empty_log: bool,
+    /// A symlink inside the data dir where etcd expects a directory
+    /// (`member/wal`, `member/snap`): not followed, so not read — a
+    /// configuration matter (`--wal-dir`), not damage.
+    pub symlinked: Option<PathBuf>,
     /// An etcd process holds the WAL or backend locks.
     pub running: bool,
     /// The locks seen.
@@ -181,6 +192,9 @@ impl Inspection {
             backend_unread: None,
             membership: Vec::new(),
             self_peer_urls: None,
+            self_name: None,
+            empty_log: false,
+            symlinked: None,
             running: false,
             locks: Vec::new(),
             unexpected: Vec::new(),
@@ -203,6 +217,21 @@ impl Inspection {
         });
         self
     }
+}
+
+/// The report of a directory whose read did not finish within the budget
+/// (a volume that hangs): unreadable, never guessed.
+pub fn unanswered(paths: &Paths, waited: std::time::Duration) -> Inspection {
+    Inspection::new(paths, DirState::Unreadable).fail(
+        DirState::Unreadable,
+        format!(
+            "reading {} did not finish within {} ms: the volume does not answer",
+            paths.data_dir.display(),
+            waited.as_millis()
+        ),
+        Some(paths.data_dir.clone()),
+        None,
+    )
 }
 
 /// What `inspect` should compute beyond the classification.
@@ -360,6 +389,26 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         let must_be_dir = name == "snap" || (name == "wal" && default_wal_dir);
         if must_be_dir && !ft.is_dir() {
             let path = paths.member_dir.join(name);
+            // A symlink to a directory is what etcd follows and the agent does
+            // not: name it, so the remedy is a flag and not a new member. (A
+            // stat of the target, never a read through it.)
+            if ft.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+                let flag = if name == "wal" {
+                    "pass its target as --wal-dir (ETCD_WAL_DIR) to etcd and to the agent"
+                } else {
+                    "mount the volume so that member/snap is a directory"
+                };
+                r.symlinked = Some(path.clone());
+                return r.fail(
+                    DirState::Unreadable,
+                    format!(
+                        "{} is a symlink to a directory; symlinks inside the data dir are not followed: {flag}",
+                        path.display()
+                    ),
+                    Some(path),
+                    None,
+                );
+            }
             return r.fail(
                 DirState::Corrupt,
                 format!(
@@ -429,6 +478,16 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
 
     if !has_wal {
         if member_kind.is_none() {
+            return r;
+        }
+        if let Some(db) =
+            failed_first_start_debris(paths, &member_entries, &snap_entries, &wal_entries)
+        {
+            r.unexpected.push(Entry {
+                path: db,
+                kind: "file",
+                note: "debris of a failed first start (a backend db with no consistent index, no members and no keys, and no WAL): etcd reuses it",
+            });
             return r;
         }
         let what: Vec<String> = member_entries
@@ -612,13 +671,51 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     }
 
     r.membership = membership(&wal, snap_file.as_ref(), backend.as_ref());
-    r.self_peer_urls = r
-        .membership
-        .iter()
-        .find(|m| m.id == wal.member_id)
-        .map(|m| m.peer_urls.clone());
+    let own = r.membership.iter().find(|m| m.id == wal.member_id);
+    r.self_peer_urls = own.map(|m| m.peer_urls.clone());
+    r.self_name = own.map(|m| m.name.clone()).filter(|n| !n.is_empty());
+    r.empty_log = wal.last_index == 0
+        && wal.snapshots.iter().all(|s| s.index == 0)
+        && r.snapshot.is_none_or(|s| s.index == 0);
     r.backend = backend;
     r
+}
+
+/// etcd opens the backend before its bootstrap and join checks, so a first
+/// start that fails (member count unequal, a peer unreachable, a bad URL)
+/// leaves `member/snap/db` and nothing else. Such a db has applied nothing: no
+/// consistent index, no members, no keys. It is not a partial member — etcd
+/// starts on it as on an empty directory — so it is classified as empty, and
+/// returned here to be reported as debris. Anything else etcd wrote, or any
+/// doubt reading the db, keeps the directory partial.
+fn failed_first_start_debris(
+    paths: &Paths,
+    member_entries: &[(String, std::fs::FileType)],
+    snap_entries: &[(String, std::fs::FileType)],
+    wal_entries: &[(String, std::fs::FileType)],
+) -> Option<PathBuf> {
+    let only = |entries: &[(String, std::fs::FileType)], allowed: &[&str]| {
+        entries.iter().all(|(n, ft)| {
+            ft.is_dir() == (n == "snap" || n == "wal") && allowed.contains(&n.as_str())
+        })
+    };
+    let db_is_file = snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file());
+    if !db_is_file
+        || !only(member_entries, &["snap", "wal"])
+        || !snap_entries.iter().all(|(n, ft)| n == "db" && ft.is_file())
+        || !wal_entries.is_empty()
+    {
+        return None;
+    }
+    let db_path = paths.db();
+    let db = Db::open(&db_path).ok()?;
+    let backend = db.identity_summary().ok()?;
+    if backend.consistent_index.unwrap_or(0) != 0 || !backend.members.is_empty() {
+        return None;
+    }
+    let mut keys = 0u64;
+    db.for_each_kv(b"key", |_, _| keys += 1).ok()?;
+    (keys == 0).then_some(db_path)
 }
 
 /// How many times the db of a running etcd is read before giving up on it.

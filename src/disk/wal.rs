@@ -481,6 +481,33 @@ pub fn list_segments(wal_dir: &Path) -> Result<Vec<WalSegment>, WalError> {
     Ok(segments)
 }
 
+/// The member and cluster ID of the WAL in `wal_dir`, from the metadata
+/// record that opens its first segment: a few hundred bytes, verified by their
+/// CRC, read ahead of [`read_wal`] so that a decision waiting on the network
+/// knows which cluster's answer may end its wait. `None` when the directory has
+/// no segment or its first records do not yield the IDs ([`read_wal`] says why).
+pub fn wal_identity(wal_dir: &Path) -> Option<(u64, u64)> {
+    /// The metadata record is the second of a segment; a few more are allowed.
+    const FIRST_RECORDS: usize = 4;
+    let segments = list_segments(wal_dir).ok()?;
+    let first = segments.first()?;
+    let file = PosReader::open(&first.path).ok()?;
+    let mut buf = Vec::new();
+    let mut scan = Scanner::new(&file, &mut buf);
+    let mut st = State::default();
+    for _ in 0..FIRST_RECORDS {
+        let offset = scan.pos;
+        match scan.next_frame().ok()? {
+            Step::Frame { record, padded } => st.apply(record, padded, offset).ok()?,
+            _ => return None,
+        }
+        if st.ids.is_some() {
+            return st.ids;
+        }
+    }
+    None
+}
+
 /// Reads every segment of `wal_dir` in order, verifying the CRC chain. See the
 /// module documentation for what is a torn tail and what is corruption.
 pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {

@@ -252,16 +252,23 @@ struct Prepared {
 /// and the result says whether a majority was heard.
 /// Returns no later than `deadline` (plus scheduling slack).
 pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, EtcdProbeError> {
-    probe_until(conn, deadline, |_| false).await
+    probe_until(conn, deadline, None, |_| false).await
 }
 
 /// [`probe`] that also stops listening as soon as one answer satisfies
 /// `settled`. For a caller asking "has this member started?": an answer that
 /// shows it started is final, since no later answer can unstart it.
 #[tracing::instrument(skip(conn, settled), fields(endpoints = ?conn.endpoints))]
+///
+/// `own_cluster`: the cluster the caller's directory belongs to, when it has one.
+/// The leader and a majority of *that* cluster must be heard before the wait
+/// ends without a settling answer: endpoints that also reach another cluster
+/// must not end it with that cluster's majority (a one-member cluster answers
+/// for its whole majority at once).
 pub async fn probe_until(
     conn: &EtcdConn,
     deadline: Instant,
+    own_cluster: Option<u64>,
     settled: impl Fn(&LiveCluster) -> bool,
 ) -> Result<LiveCluster, EtcdProbeError> {
     if conn.endpoints.is_empty() {
@@ -287,7 +294,18 @@ pub async fn probe_until(
                 tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
                 let done = settled(&cluster);
                 answers.push(cluster);
-                if done || (majority_heard(&answers) && leader_heard(&answers)) {
+                let heard_enough = match own_cluster {
+                    None => majority_heard(&answers) && leader_heard(&answers),
+                    Some(id) => {
+                        let own: Vec<LiveCluster> = answers
+                            .iter()
+                            .filter(|a| a.cluster_id == id)
+                            .cloned()
+                            .collect();
+                        majority_heard(&own) && leader_heard(&own)
+                    }
+                };
+                if done || heard_enough {
                     break;
                 }
             }

@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{run_agent, tree_diff, tree_snapshot, with, AgentRun};
+use std::process::Command;
+
+use crate::common::{
+    assert_eventually, ensure, run_agent, tree_diff, tree_snapshot, with, AgentRun, Cluster, Member,
+};
 
 /// Kubernetes keeps at most this much of a termination message.
 pub const TERMINATION_MESSAGE_MAX: usize = 4096;
@@ -79,6 +83,30 @@ impl Preflight {
                 self.run
             );
         }
+        self
+    }
+
+    /// Asserts the row of `docs/decision-table.md` the verdict came from.
+    #[track_caller]
+    pub fn row(&self, step: &str, row: &str) -> &Self {
+        assert_eq!(
+            self.doc()["row"].as_str(),
+            Some(row),
+            "{step}: decision-table row\n{}",
+            self.run
+        );
+        self
+    }
+
+    /// Asserts that one of the warnings mentions `words`.
+    #[track_caller]
+    pub fn warns(&self, step: &str, words: &str) -> &Self {
+        let warnings = self.doc()["warnings"].to_string();
+        assert!(
+            warnings.contains(words),
+            "{step}: a warning mentions {words:?}\n{}",
+            self.run
+        );
         self
     }
 
@@ -249,4 +277,90 @@ pub fn scratch() -> tempfile::TempDir {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
         .expect("chmod scratch");
     dir
+}
+
+/// `cp -a from to`: a byte-for-byte copy with modes, as a volume snapshot would be.
+pub fn copy_dir(from: &Path, to: &Path) {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).expect("create the copy's parent");
+    }
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
+
+/// Asserts that `member` serves `tenant/config` from its own store.
+#[track_caller]
+pub fn serves_the_data(step: &str, member: &Member) {
+    assert_eq!(
+        member.get("tenant/config").as_deref(),
+        Some("precious"),
+        "{step}: {} serves the data",
+        member.name()
+    );
+    assert_eventually!(
+        ensure(
+            member.get_serializable("tenant/config").as_deref() == Some("precious"),
+            "its own store lacks the key"
+        ),
+        "{step}: {} holds the data itself",
+        member.name()
+    );
+}
+
+/// Waits until every running member has applied everything committed so far
+/// (a member's publish of its name included), so any of them can answer for it.
+pub fn settle(cluster: &Cluster, marker: &str) {
+    cluster.put(marker, "applied");
+    for member in cluster.members().iter().filter(|m| m.is_answering()) {
+        assert_eventually!(
+            ensure(member.get_serializable(marker).is_some(), "not applied yet"),
+            "{} applied {marker}",
+            member.name()
+        );
+    }
+}
+
+/// `member remove` + `member add` at the same peer URL, as the remedy of a
+/// wiped member says; returns the `--initial-cluster` member add printed.
+pub fn remove_and_add_again(cluster: &Cluster, member: &Member) -> String {
+    let old = cluster.member_list()["members"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["name"] == member.name()))
+        .and_then(|m| m["ID"].as_u64())
+        .unwrap_or_else(|| panic!("{} is not in the member list", member.name()));
+    cluster.member_remove(old);
+    // etcd derives an added member's ID from its peer URLs and the second of the
+    // add: re-added within the second of its previous add, it would get the ID
+    // just removed, which etcd refuses ("member not found"). Retry until the
+    // clock moves on (or the cluster is healthy enough to add).
+    let peer_urls = format!("--peer-urls={}", member.peer_url());
+    let out = assert_eventually!(
+        {
+            let out = cluster.etcdctl(["member", "add", member.name(), &peer_urls]);
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            ensure(out.status.success(), String::from_utf8_lossy(&out.stderr)).map(|()| stdout)
+        },
+        "member add {}",
+        member.name()
+    );
+    let initial_cluster = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ETCD_INITIAL_CLUSTER="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| panic!("no ETCD_INITIAL_CLUSTER in: {out}"));
+    assert!(
+        !out.contains(&format!("{old:x}")),
+        "a re-added member gets a new ID: {out}"
+    );
+    initial_cluster
 }
