@@ -257,6 +257,20 @@ pub struct PreflightReport {
     pub elapsed_ms: u64,
     /// When the verdict was reached (seconds since the epoch).
     pub decided_at_unix: u64,
+    /// The Pod this verdict is for (`POD_UID`), so the sidecar never takes a
+    /// verdict file of an earlier Pod for this Pod start's.
+    pub pod_uid: Option<String>,
+    /// The node's boot (`/proc/sys/kernel/random/boot_id`): a verdict file that
+    /// outlived a reboot in a kept emptyDir is not this start's either.
+    pub boot_id: Option<String>,
+}
+
+/// The kernel's boot ID, or `None` where it cannot be read.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// Runs `preflight`.
@@ -480,6 +494,8 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         decided_at_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        pod_uid: cfg.me.pod_uid.clone(),
+        boot_id: boot_id(),
     })
 }
 
@@ -728,6 +744,8 @@ mod tests {
             data_dir: dir,
             elapsed_ms: 0,
             decided_at_unix: 0,
+            pod_uid: None,
+            boot_id: None,
         };
         let msg = termination_message(&report);
         assert!(
