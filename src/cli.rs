@@ -387,6 +387,12 @@ pub struct RestoreArgs {
     /// Accept a snapshot without the SHA-256 trailer (a raw `db` copy); a trailer, when present, is still verified.
     #[arg(long, env = "AGENT_SKIP_HASH_CHECK")]
     pub skip_hash_check: bool,
+    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted [default: 0, no bump].
+    #[arg(long, env = "AGENT_BUMP_REVISION", default_value_t = 0)]
+    pub bump_revision: u64,
+    /// Mark the bumped revision compacted (etcdutl `--mark-compacted`) so watchers from before the restore relist; required with --bump-revision, refused without it.
+    #[arg(long, env = "AGENT_MARK_COMPACTED")]
+    pub mark_compacted: bool,
     /// The restore tool: a path to etcdutl or etcdctl, or a directory holding them [default: /usr/local/bin, then PATH].
     #[arg(long, env = "ETCDUTL_PATH")]
     pub etcdutl_path: Option<PathBuf>,

@@ -295,6 +295,26 @@ fn spec_schedule_loses_nothing_when_guarded_35() {
     spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_5);
 }
 
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_36() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_6);
+}
+
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_37() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_7);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_36() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_6);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_37() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_7);
+}
+
 /// Seeds for CI: fixed, short, and covering a lagging-voter schedule that wipes
 /// the last-added member, a random one, and one with a freeze.
 const CI_SEEDS: u64 = 1;
@@ -327,6 +347,16 @@ fn random_guarded_schedules_lose_nothing_34() {
 #[test]
 fn random_guarded_schedules_lose_nothing_35() {
     random_guarded_schedules_lose_nothing(EtcdVersion::V3_5);
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_36() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_6);
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_37() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_7);
 }
 
 /// Runs what the `FAULT_*` variables say (see docs/fault-schedules.md):

@@ -286,3 +286,55 @@ fn put_many_writes_a_gigabyte_of_wal_in_seconds() {
         assert!(wal >= 1 << 30, "only {} MiB of WAL", wal >> 20);
     }
 }
+
+/// Each line built from the Go modules is the release `tools/etcd/<line>/go.mod`
+/// pins, for all three binaries, and the harness's labels say the same.
+#[test]
+fn every_built_line_is_the_release_its_wrapper_module_pins() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let version_of = |bin: std::path::PathBuf, arg: &str| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.env_clear().arg(arg);
+        let run = run_command(cmd);
+        run.assert_code(0);
+        run.stdout
+    };
+    for (version, line) in [
+        (EtcdVersion::V3_5Latest, "3.5"),
+        (EtcdVersion::V3_6, "3.6"),
+        (EtcdVersion::V3_7, "3.7"),
+    ] {
+        let go_mod = std::fs::read_to_string(root.join("tools/etcd").join(line).join("go.mod"))
+            .expect("the wrapper module");
+        let want = format!("v{}", version.label());
+        for module in ["server", "etcdctl", "etcdutl"] {
+            let pinned = format!("go.etcd.io/etcd/{module}/v3 {want}");
+            assert!(go_mod.contains(&pinned), "{line}/go.mod lacks {pinned}");
+        }
+        let etcd = version_of(version.etcd(), "--version");
+        assert!(
+            etcd.contains(&format!("etcd Version: {}\n", version.label())),
+            "{version}: {etcd}"
+        );
+        let ctl = version_of(version.etcdctl(), "version");
+        assert!(
+            ctl.contains(&format!("etcdctl version: {}\n", version.label())),
+            "{version}: {ctl}"
+        );
+        let utl = version_of(version.etcdutl().expect("etcdutl"), "version");
+        assert!(
+            utl.contains(&format!("etcdutl version: {}\n", version.label())),
+            "{version}: {utl}"
+        );
+    }
+}
+
+#[test]
+fn three_members_seeded_like_the_operator_serve_one_keyspace_with_one_cluster_id_on_3_6() {
+    seeded_like_the_operator_serves_one_keyspace_with_one_cluster_id(EtcdVersion::V3_6);
+}
+
+#[test]
+fn three_members_seeded_like_the_operator_serve_one_keyspace_with_one_cluster_id_on_3_7() {
+    seeded_like_the_operator_serves_one_keyspace_with_one_cluster_id(EtcdVersion::V3_7);
+}

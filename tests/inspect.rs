@@ -435,9 +435,20 @@ fn assert_matches_status(name: &str, report: &Value, status: &Value, down: Down)
     );
 }
 
-/// `inspect --hash` says exactly what `etcdutl snapshot status` says about the db.
-fn assert_hash_matches_etcdutl(inspector: &Inspector, data_dir: &Path, db: &Path) {
-    let oracle = etcdutl_status(db);
+/// `inspect --hash` says exactly what `etcdutl snapshot status` of the dir's own
+/// version says about the db (3.5.1's for 3.4, which has no etcdutl): 3.6+ count
+/// `totalKey` as live user keys and add `version`.
+fn assert_hash_matches_etcdutl(
+    inspector: &Inspector,
+    version: EtcdVersion,
+    data_dir: &Path,
+    db: &Path,
+) {
+    let oracle = if version == EtcdVersion::V3_4 {
+        etcdutl_status(db)
+    } else {
+        etcdutl_status_of(version, db)
+    };
     let report = inspector.expect(data_dir, &["--hash"], 0, "initialized");
     let ctx = format!(
         "etcdutl {oracle:#}\ninspect kv_hash {:#}",
@@ -451,6 +462,74 @@ fn assert_hash_matches_etcdutl(inspector: &Inspector, data_dir: &Path, db: &Path
         "{ctx}"
     );
     assert!(oracle["totalKey"].as_u64().unwrap() > 0, "{ctx}");
+    // 3.6+ etcdutl prints `version`; older ones have no such field.
+    match oracle.get("version") {
+        Some(v) => assert_eq!(&report["kv_hash"]["version"], v, "{ctx}"),
+        None => assert!(report["kv_hash"]["version"].is_null(), "{ctx}"),
+    }
+    assert_eq!(
+        oracle.get("version").is_some(),
+        version.at_least(3, 6),
+        "{ctx}"
+    );
+}
+
+/// The storage version `inspect` reports for a dir `version` wrote: 3.6+ write
+/// `meta/storageVersion` (`3.6.0`); etcd detects a 3.5 dir by its backend term;
+/// 3.4 leaves neither.
+fn assert_storage_version(version: EtcdVersion, report: &Value) {
+    let backend = &report["backend"];
+    let (want, source) = match version.minor() {
+        (3, 4) => (Value::Null, "none"),
+        (3, 5) => (Value::from("3.5.0"), "meta/term"),
+        (major, minor) => (
+            Value::from(format!("{major}.{minor}.0")),
+            "meta/storageVersion",
+        ),
+    };
+    assert_eq!(backend["storage_version"], want, "{version}: {report:#}");
+    assert_eq!(
+        backend["storage_version_source"], source,
+        "{version}: {report:#}"
+    );
+}
+
+/// What etcd's purge leaves, minus the `.snap` files: the first WAL segment and
+/// every `.snap` removed from a copy. Up to 3.6 the WAL's snapshot record is then
+/// unusable (corrupt, exit 12); 3.7 starts from the record itself and no longer
+/// loads `.snap` files, so the copy is initialized with the same snapshot point.
+fn snap_rule_follows_the_storage_version(
+    inspector: &Inspector,
+    version: EtcdVersion,
+    m: &Member,
+    intact: &Value,
+) {
+    let copy = DirCopy::of(m.data_dir());
+    let snaps = with_suffix(&copy.snap_dir(), ".snap");
+    assert!(!snaps.is_empty(), "{version} wrote .snap files");
+    for s in snaps {
+        fs::remove_file(s).unwrap();
+    }
+    let segments = copy.segments();
+    assert!(segments.len() >= 2, "{segments:?}");
+    fs::remove_file(&segments[0]).unwrap();
+    if version.at_least(3, 7) {
+        let json = inspector.expect(&copy.data(), &[], 0, "initialized");
+        assert_eq!(json["snapshot"], intact["snapshot"], "{version}: {json:#}");
+        assert!(u64_at(&json, "/snapshot/index") > 0, "{json:#}");
+        let members = |r: &Value| -> Vec<(Value, Value)> {
+            r["membership"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (m["id"].clone(), m["peer_urls"].clone()))
+                .collect()
+        };
+        assert_eq!(members(&json), members(intact), "{json:#}");
+    } else {
+        let json = inspector.expect(&copy.data(), &[], 12, "corrupt");
+        assert!(problem(&json).contains("no such .snap file"), "{json:#}");
+    }
 }
 
 /// Inspecting (plain, `--hash`, text output) leaves every entry of the dir as it
@@ -560,7 +639,9 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
     assert_eq!(membership.len(), 1, "{report:#}");
     assert_eq!(membership[0]["id"], m.id_hex().unwrap());
     assert_eq!(report["self_peer_urls"], serde_json::json!([m.peer_url()]));
-    assert_hash_matches_etcdutl(&inspector, m.data_dir(), &m.db_path());
+    assert_storage_version(version, &report);
+    assert_hash_matches_etcdutl(&inspector, version, m.data_dir(), &m.db_path());
+    snap_rule_follows_the_storage_version(&inspector, version, m, &report);
     phase("single member checked");
     several_segments_damaged(&inspector, m);
     phase("damaged segments checked");
@@ -641,7 +722,7 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
         if down != Down::Stopped {
             assert_read_only(&inspector, m.data_dir());
         }
-        assert_hash_matches_etcdutl(&inspector, m.data_dir(), &m.db_path());
+        assert_hash_matches_etcdutl(&inspector, version, m.data_dir(), &m.db_path());
     }
 }
 
@@ -723,6 +804,21 @@ fn inspect_reports_what_etcd_3_4_reported_for_single_and_multi_member_dirs() {
 #[test]
 fn inspect_reports_what_etcd_3_5_reported_for_single_and_multi_member_dirs() {
     inspect_agrees_with_etcd_on_real_data_dirs(EtcdVersion::V3_5);
+}
+
+#[test]
+fn inspect_reports_what_etcd_3_5_latest_reported_for_single_and_multi_member_dirs() {
+    inspect_agrees_with_etcd_on_real_data_dirs(EtcdVersion::V3_5Latest);
+}
+
+#[test]
+fn inspect_reports_what_etcd_3_6_reported_for_single_and_multi_member_dirs() {
+    inspect_agrees_with_etcd_on_real_data_dirs(EtcdVersion::V3_6);
+}
+
+#[test]
+fn inspect_reports_what_etcd_3_7_reported_for_single_and_multi_member_dirs() {
+    inspect_agrees_with_etcd_on_real_data_dirs(EtcdVersion::V3_7);
 }
 
 // ---------------------------------------------------------------------------

@@ -239,6 +239,16 @@ fn a_scale_up_member_joins_and_wiped_members_are_refused_with_exit_10_until_read
     wiped_members_are_refused_until_readded(EtcdVersion::V3_5);
 }
 
+#[test]
+fn a_scale_up_member_joins_and_wiped_members_are_refused_with_exit_10_until_readded_on_etcd_3_6() {
+    wiped_members_are_refused_until_readded(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_scale_up_member_joins_and_wiped_members_are_refused_with_exit_10_until_readded_on_etcd_3_7() {
+    wiped_members_are_refused_until_readded(EtcdVersion::V3_7);
+}
+
 /// Initialized directories: running (15), intact (start, also with every peer
 /// black-holed), another member's (11), partial (13), corrupt (12).
 fn the_directory_decides(version: EtcdVersion) {
@@ -399,6 +409,36 @@ fn an_intact_dir_starts_and_running_foreign_partial_or_corrupt_dirs_are_refused_
 #[test]
 fn an_intact_dir_starts_and_running_foreign_partial_or_corrupt_dirs_are_refused_on_etcd_3_5() {
     the_directory_decides(EtcdVersion::V3_5);
+}
+
+#[test]
+fn an_intact_dir_starts_and_running_foreign_partial_or_corrupt_dirs_are_refused_on_etcd_3_6() {
+    the_directory_decides(EtcdVersion::V3_6);
+}
+
+#[test]
+fn an_intact_dir_starts_and_running_foreign_partial_or_corrupt_dirs_are_refused_on_etcd_3_7() {
+    the_directory_decides(EtcdVersion::V3_7);
+}
+
+/// The exhaustive matrix: every test above on the newest 3.5 patch as well. Run by
+/// `AGENT_TEST_ALL_LINES=1 scripts/test` (`cargo test -- --ignored every_line::`).
+mod every_line {
+    use super::*;
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn a_scale_up_member_joins_and_wiped_members_are_refused_with_exit_10_until_readded_on_etcd_3_5_latest(
+    ) {
+        wiped_members_are_refused_until_readded(EtcdVersion::V3_5Latest);
+    }
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn an_intact_dir_starts_and_running_foreign_partial_or_corrupt_dirs_are_refused_on_etcd_3_5_latest(
+    ) {
+        the_directory_decides(EtcdVersion::V3_5Latest);
+    }
 }
 
 #[test]

@@ -416,3 +416,15 @@ async fn an_initialized_dir_starts_when_the_records_match_and_is_refused_when_an
 ) {
     initialized_dir_against_the_records(EtcdVersion::V3_5).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialized_dir_starts_when_the_records_match_and_is_refused_when_an_id_differs_on_etcd_3_6(
+) {
+    initialized_dir_against_the_records(EtcdVersion::V3_6).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialized_dir_starts_when_the_records_match_and_is_refused_when_an_id_differs_on_etcd_3_7(
+) {
+    initialized_dir_against_the_records(EtcdVersion::V3_7).await;
+}

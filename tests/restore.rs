@@ -1,5 +1,6 @@
-//! `restore` as a black box against real etcd 3.4.23 (etcdctl) and 3.5.1
-//! (etcdutl): snapshots of live clusters restored into empty directories, real
+//! `restore` as a black box against real etcd 3.4.23 (etcdctl) and 3.5.1, 3.5
+//! (newest), 3.6 and 3.7 (etcdutl; 3.6 removed `etcdctl snapshot restore`):
+//! snapshots of live clusters restored into empty directories, real
 //! etcd started on the result, the sentinel read back and the IDs etcd reports
 //! compared with the ones the agent predicted; then every refusal and failure
 //! code, and SIGKILLs at every stage.
@@ -60,9 +61,15 @@ fn save_snapshot(version: EtcdVersion, bulk_bytes: usize, name: &str) -> PathBuf
 fn snapshot(version: EtcdVersion) -> &'static Path {
     static S34: OnceLock<PathBuf> = OnceLock::new();
     static S35: OnceLock<PathBuf> = OnceLock::new();
+    static S35_LATEST: OnceLock<PathBuf> = OnceLock::new();
+    static S36: OnceLock<PathBuf> = OnceLock::new();
+    static S37: OnceLock<PathBuf> = OnceLock::new();
     let cell = match version {
         EtcdVersion::V3_4 => &S34,
         EtcdVersion::V3_5 => &S35,
+        EtcdVersion::V3_5Latest => &S35_LATEST,
+        EtcdVersion::V3_6 => &S36,
+        EtcdVersion::V3_7 => &S37,
     };
     cell.get_or_init(|| save_snapshot(version, 0, &format!("{}.db", version.label())))
 }
@@ -76,11 +83,11 @@ fn big_snapshot() -> &'static Path {
 // ---------------------------------------------------------------------------
 // Running restore.
 
-/// The tool each version restores with (3.4: etcdctl; 3.5: etcdutl).
+/// The tool each version restores with (3.4: etcdctl; 3.5+: etcdutl).
 fn tool(version: EtcdVersion) -> PathBuf {
     match version {
         EtcdVersion::V3_4 => version.etcdctl(),
-        EtcdVersion::V3_5 => version.etcdutl().expect("3.5 ships etcdutl"),
+        _ => version.etcdutl().expect("3.5+ ships etcdutl"),
     }
 }
 
@@ -236,7 +243,7 @@ fn one_member_round_trip(version: EtcdVersion) {
     assert_eq!(doc["gate"]["verdict"], "bootstrap", "{run}");
     let kind = match version {
         EtcdVersion::V3_4 => "etcdctl",
-        EtcdVersion::V3_5 => "etcdutl",
+        _ => "etcdutl",
     };
     assert_eq!(doc["tool"]["kind"], kind, "{run}");
     assert_eq!(doc["tool"]["version"], version.label(), "{run}");
@@ -283,6 +290,22 @@ fn a_3_4_snapshot_restores_with_etcdctl_into_a_one_member_cluster_that_serves_th
 #[test]
 fn a_3_5_snapshot_restores_with_etcdutl_into_a_one_member_cluster_that_serves_the_sentinel() {
     one_member_round_trip(EtcdVersion::V3_5);
+}
+
+#[test]
+fn a_3_5_latest_snapshot_restores_with_etcdutl_into_a_one_member_cluster_that_serves_the_sentinel()
+{
+    one_member_round_trip(EtcdVersion::V3_5Latest);
+}
+
+#[test]
+fn a_3_6_snapshot_restores_with_etcdutl_into_a_one_member_cluster_that_serves_the_sentinel() {
+    one_member_round_trip(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_3_7_snapshot_restores_with_etcdutl_into_a_one_member_cluster_that_serves_the_sentinel() {
+    one_member_round_trip(EtcdVersion::V3_7);
 }
 
 fn three_member_round_trip(version: EtcdVersion) {
@@ -344,6 +367,110 @@ fn a_3_4_snapshot_restores_as_a_new_three_member_cluster_with_the_predicted_ids(
 #[test]
 fn a_3_5_snapshot_restores_as_a_new_three_member_cluster_with_the_predicted_ids() {
     three_member_round_trip(EtcdVersion::V3_5);
+}
+
+#[test]
+fn a_3_6_snapshot_restores_as_a_new_three_member_cluster_with_the_predicted_ids() {
+    three_member_round_trip(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_3_7_snapshot_restores_as_a_new_three_member_cluster_with_the_predicted_ids() {
+    three_member_round_trip(EtcdVersion::V3_7);
+}
+
+/// `--bump-revision N --mark-compacted` reach etcdutl: the restored member's
+/// revisions start above the snapshot's by N, and a read at the snapshot's own
+/// revision is refused as compacted (what makes a kube-apiserver watch cache
+/// relist instead of serving stale events).
+fn bump_revision_round_trip(version: EtcdVersion) {
+    const BUMP: u64 = 1_000_000;
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let data = base.path().join("r0/data");
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let snap = snapshot(version);
+    let snap_rev = etcdutl_status_of(version, snap)["revision"]
+        .as_u64()
+        .expect("a revision");
+    assert!(snap_rev > 0);
+
+    let bump = BUMP.to_string();
+    let run = restore_with(
+        snap,
+        &env,
+        &[
+            "--allow-bootstrap-without-evidence",
+            "--bump-revision",
+            &bump,
+            "--mark-compacted",
+        ],
+    );
+    run.assert_code(0);
+    assert_eq!(run.json()["verdict"], "restored", "{run}");
+    let restored = etcdutl_status_of(version, &data.join("member/snap/db"));
+    let restored_rev = restored["revision"].as_u64().expect("a revision");
+    assert!(
+        restored_rev >= snap_rev + BUMP,
+        "restored revision {restored_rev}, snapshot {snap_rev}, bump {BUMP}"
+    );
+
+    let etcd = start_restored(version, base.path(), &members[0], &members);
+    etcd.wait_healthy();
+    assert_eq!(etcd.get(SENTINEL_KEY).as_deref(), Some(SENTINEL_VALUE));
+    let out = etcd.etcdctl(["put", "after-bump", "v", "-w", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let put: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let put_rev = put["header"]["revision"].as_u64().expect("a revision");
+    assert!(
+        put_rev > snap_rev + BUMP,
+        "a write after the restore has revision {put_rev}, snapshot {snap_rev}, bump {BUMP}"
+    );
+    let old = etcd.etcdctl(["get", SENTINEL_KEY, &format!("--rev={snap_rev}")]);
+    assert!(
+        !old.status.success() && String::from_utf8_lossy(&old.stderr).contains("compacted"),
+        "a read at the snapshot's revision is refused as compacted: {old:?}"
+    );
+}
+
+#[test]
+fn a_3_6_restore_with_bump_revision_and_mark_compacted_serves_revisions_above_the_snapshots() {
+    bump_revision_round_trip(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_3_7_restore_with_bump_revision_and_mark_compacted_serves_revisions_above_the_snapshots() {
+    bump_revision_round_trip(EtcdVersion::V3_7);
+}
+
+#[test]
+fn bump_revision_without_mark_compacted_is_a_usage_error_and_3_5_1s_etcdutl_exits_32() {
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let data = base.path().join("r0/data");
+    std::fs::create_dir_all(&data).unwrap();
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let allow = "--allow-bootstrap-without-evidence";
+    for extra in [
+        &[allow, "--bump-revision", "10"][..],
+        &[allow, "--mark-compacted"][..],
+    ] {
+        let snap = snapshot(EtcdVersion::V3_5).display().to_string();
+        let mut args = vec!["restore", "-o", "json", "--from-file", &snap];
+        args.extend_from_slice(extra);
+        let run = run_agent(&args, &env);
+        run.assert_code(2);
+        assert!(run.stderr.contains("--mark-compacted"), "{run}");
+        assert_eq!(entries(&data), Vec::<String>::new(), "{run}");
+    }
+    let run = restore_with(
+        snapshot(EtcdVersion::V3_5),
+        &env,
+        &[allow, "--bump-revision", "10", "--mark-compacted"],
+    );
+    run.assert_code(32);
+    assert!(run.stderr.contains("--bump-revision"), "{run}");
+    assert_eq!(entries(&data), Vec::<String>::new(), "{run}");
 }
 
 #[test]

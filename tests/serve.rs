@@ -124,6 +124,16 @@ fn get_identity_matches_etcdctl_endpoint_status_on_3_4() {
     get_identity_matches_etcdctl_endpoint_status(EtcdVersion::V3_4);
 }
 
+#[test]
+fn get_identity_matches_etcdctl_endpoint_status_on_3_6() {
+    get_identity_matches_etcdctl_endpoint_status(EtcdVersion::V3_6);
+}
+
+#[test]
+fn get_identity_matches_etcdctl_endpoint_status_on_3_7() {
+    get_identity_matches_etcdctl_endpoint_status(EtcdVersion::V3_7);
+}
+
 /// Waits for the next message satisfying `f`; every message's sequence must be
 /// larger than the one before.
 fn wait_message(

@@ -752,3 +752,52 @@ fn wipe_refuses_with_15_while_a_live_etcd_holds_the_locks_and_removes_nothing() 
     let run = json_run("wipe", d.path(), &[]);
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+// The lock refusal on the lines users run, with the shared harness's etcd.
+mod common;
+
+/// Every path under `root`, without reading contents (a live WAL is 64 MB).
+fn paths_under(root: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .map(|e| e.unwrap().path().to_path_buf())
+        .collect()
+}
+
+fn wipe_refuses_with_15_while_etcd_runs(version: common::EtcdVersion) {
+    let cluster = common::Cluster::builder(version)
+        .token(format!("wipe-live-{}", version.label()))
+        .start();
+    let m0 = &cluster[0];
+    m0.put("wipe-test-key", "v1");
+    let dir = m0.data_dir().to_path_buf();
+    let before = paths_under(&dir);
+    assert!(
+        before.iter().any(|p| p.ends_with("member/snap/db")),
+        "{before:?}"
+    );
+    let run = json_run("wipe", &dir, &[]);
+    assert_eq!(run.code, 15, "{version}: {run:?}");
+    assert_eq!(run.json["removed"], 0, "{run:?}");
+    assert!(!run.json["locks"].as_array().unwrap().is_empty(), "{run:?}");
+    let after = paths_under(&dir);
+    for p in &before {
+        assert!(after.contains(p), "{version}: {} vanished", p.display());
+    }
+    assert_eq!(m0.get("wipe-test-key").as_deref(), Some("v1"));
+    assert!(m0.is_running(), "{version}: etcd must still run");
+    m0.stop();
+    let run = json_run("wipe", &dir, &[]);
+    assert_eq!(run.code, 0, "{version}: {run:?}");
+}
+
+#[test]
+fn wipe_refuses_with_15_while_a_live_etcd_3_6_holds_the_locks_and_removes_nothing() {
+    wipe_refuses_with_15_while_etcd_runs(common::EtcdVersion::V3_6);
+}
+
+#[test]
+fn wipe_refuses_with_15_while_a_live_etcd_3_7_holds_the_locks_and_removes_nothing() {
+    wipe_refuses_with_15_while_etcd_runs(common::EtcdVersion::V3_7);
+}

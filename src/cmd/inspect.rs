@@ -97,6 +97,14 @@ pub fn summary(r: &Inspection) -> String {
             b.consistent_index.unwrap_or(0),
             b.members.len()
         );
+        let _ = writeln!(
+            s,
+            "  storage version: {} (from {})",
+            b.storage_version
+                .as_deref()
+                .unwrap_or("unknown (3.4 or older)"),
+            b.storage_version_source
+        );
     }
     if let Some(why) = &r.backend_unread {
         let _ = writeln!(s, "  backend not read: {why}");

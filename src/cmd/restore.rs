@@ -104,6 +104,8 @@ struct Plan {
     expected: Expected,
     source: SourcePlan,
     skip_hash_check: bool,
+    bump_revision: u64,
+    mark_compacted: bool,
     etcdutl_path: Option<PathBuf>,
     download_timeout: Duration,
     connect_timeout: Duration,
@@ -231,6 +233,12 @@ impl Plan {
                 own.join(",")
             )));
         }
+        // etcdutl's own rule: both or neither.
+        if a.mark_compacted != (a.bump_revision > 0) {
+            return Err(usage(
+                "--bump-revision N (N > 0) and --mark-compacted go together: etcdutl refuses one without the other",
+            ));
+        }
         for (what, d) in [
             ("--download-timeout", a.download_timeout),
             ("--connect-timeout", a.connect_timeout),
@@ -251,6 +259,8 @@ impl Plan {
             expected,
             source: source_plan(a)?,
             skip_hash_check: a.skip_hash_check,
+            bump_revision: a.bump_revision,
+            mark_compacted: a.mark_compacted,
             etcdutl_path: a.etcdutl_path.clone().filter(|p| !p.as_os_str().is_empty()),
             download_timeout: a.download_timeout,
             connect_timeout: a.connect_timeout,
@@ -597,6 +607,16 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
             "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
         )
     })?;
+    if p.bump_revision > 0 {
+        tool.supports_bump_revision().map_err(|e| {
+            stop(
+                Exit::RestoreTool,
+                "tool-failed",
+                e.to_string(),
+                "--bump-revision needs etcdutl 3.6+ (or a 3.5 patch that has it): run restore in a 3.6+ etcd image or point ETCDUTL_PATH at such an etcdutl",
+            )
+        })?;
+    }
     r.tool = Some(ToolDoc {
         path: tool.path.clone(),
         kind: tool.kind,
@@ -774,6 +794,8 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         token: &p.token,
         peer_urls: &p.peer_urls,
         skip_hash_check,
+        bump_revision: p.bump_revision,
+        mark_compacted: p.mark_compacted,
     };
     let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
         cleanup(stop(

@@ -352,6 +352,18 @@ pub struct Backend {
     pub term: Option<u64>,
     /// `meta`/`confState` (3.5+), as etcd stored it.
     pub conf_state: Option<serde_json::Value>,
+    /// The storage version as etcd detects it (`schema.DetectSchemaVersion`):
+    /// `meta`/`storageVersion` when it holds a version (3.6+ write it a few
+    /// seconds after the cluster version is set), else `3.5.0` when `meta`/`term`
+    /// is non-zero, else `None` (3.4 or older, or a dir too fresh to tell).
+    pub storage_version: Option<String>,
+    /// Where [`Backend::storage_version`] came from: `meta/storageVersion`,
+    /// `meta/term` or `none`.
+    pub storage_version_source: &'static str,
+    /// The raw `meta`/`storageVersion` value, when present (even if etcd would not
+    /// parse it).
+    #[serde(skip)]
+    pub storage_version_raw: Option<String>,
     /// The `members` bucket, in key order.
     pub members: Vec<BackendMember>,
     /// The `members_removed` bucket's ids.
@@ -389,17 +401,29 @@ pub struct BackendAlarm {
     pub alarm: String,
 }
 
-/// What `etcdutl snapshot status -w json` prints for the same file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What `etcdutl snapshot status -w json` prints for the same file, as the
+/// etcdutl of the file's own line prints it: a file whose storage version is 3.6
+/// or newer is counted as 3.6+ count it, anything else as 3.4/3.5 do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KvHash {
     /// CRC-32C over every root bucket name followed by its keys and values.
     pub hash: u32,
     /// Main revision of the last key in the `key` bucket (0 when it is empty).
     pub revision: i64,
-    /// Keys in all root buckets.
+    /// `totalKey` as the file's own etcdutl prints it: [`KvHash::entries`] up to
+    /// 3.5, [`KvHash::live_keys`] from 3.6 on.
     pub total_key: u64,
     /// High-water pgid × page size.
     pub total_size: u64,
+    /// `version` as 3.6+ etcdutl prints it (`meta`/`storageVersion` as a semantic
+    /// version, empty when absent); `None` for a file 3.5 or older, whose etcdutl
+    /// has no such field.
+    pub version: Option<String>,
+    /// Entries of all root buckets (3.4/3.5 `totalKey`).
+    pub entries: u64,
+    /// User keys whose newest revision is not a deletion (3.6+ `totalKey`);
+    /// `None` when some `key` value is not a `KeyValue` (which 3.6+ refuse).
+    pub live_keys: Option<u64>,
 }
 
 /// The fields of a meta page.
@@ -811,6 +835,9 @@ impl Db {
             consistent_index: None,
             term: None,
             conf_state: None,
+            storage_version: None,
+            storage_version_source: "none",
+            storage_version_raw: None,
             members: Vec::new(),
             removed_members: Vec::new(),
             cluster_version: None,
@@ -821,18 +848,29 @@ impl Db {
                 self.decode_record(&mut out, bucket, &k, &v)?;
             }
         }
+        let (version, source) =
+            detect_storage_version(out.storage_version_raw.as_deref(), out.term);
+        out.storage_version = version;
+        out.storage_version_source = source;
         Ok(out)
     }
 
-    /// Computes exactly what `etcdutl snapshot status -w json` prints (etcd 3.4
-    /// and 3.5 `v3Manager.Status`): CRC-32C over, for each root bucket in key
+    /// Computes exactly what `etcdutl snapshot status -w json` of the file's own
+    /// line prints (`v3Manager.Status`): CRC-32C over, for each root bucket in key
     /// order, its name then each key and value; the key count; the main revision
-    /// of the last key of `key`; and `tx.Size()`.
+    /// of the last key of `key`; and `tx.Size()`. 3.6+ count only live user keys
+    /// (each `key` value decoded as `mvccpb.KeyValue`, a tombstone revision
+    /// removing its key) and add the storage version.
     #[tracing::instrument(level = "debug", skip(self), fields(path = %self.path().display()))]
     pub fn kv_hash(&self) -> Result<KvHash, BoltError> {
         let mut hash = 0u32;
         let mut total_key = 0u64;
         let mut revision = 0i64;
+        let mut live: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        // 3.6+ etcdutl fails on a `key` value that is not a KeyValue; 3.5 does not
+        // look. Which applies is known only once `meta` (after `key`) is read.
+        let mut undecodable: Option<BoltError> = None;
+        let (mut storage_raw, mut term) = (None::<Vec<u8>>, None::<u64>);
         let mut w = Walker::new(self);
         w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
             if !e.is_bucket {
@@ -843,11 +881,39 @@ impl Db {
             }
             hash = crc32c::crc32c_append(hash, e.key);
             let is_key_bucket = e.key == b"key";
+            let is_meta_bucket = e.key == b"meta";
             let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
             w.bucket(root, e.depth + 1, &mut |w, kv| {
                 hash = crc32c::crc32c_append(hash, kv.key);
                 if !kv.is_bucket {
                     hash = crc32c::crc32c_append(hash, kv.value);
+                }
+                if is_meta_bucket && !kv.is_bucket {
+                    match kv.key {
+                        b"storageVersion" => storage_raw = Some(kv.value.to_vec()),
+                        b"term" => {
+                            term = <[u8; 8]>::try_from(kv.value).ok().map(u64::from_be_bytes)
+                        }
+                        _ => {}
+                    }
+                }
+                if is_key_bucket && !kv.is_bucket && undecodable.is_none() {
+                    match user_key(kv.value) {
+                        Ok(k) if is_tombstone(kv.key) => {
+                            live.remove(k);
+                        }
+                        Ok(k) => {
+                            live.insert(k.to_vec());
+                        }
+                        Err(e) => {
+                            undecodable = Some(BoltError::BadRecord {
+                                path: w.db.path().to_path_buf(),
+                                bucket: "key".into(),
+                                key: kv.key.to_vec(),
+                                problem: RecordProblem::Protobuf(e),
+                            });
+                        }
+                    }
                 }
                 if is_key_bucket {
                     revision = main_revision(kv.key).ok_or_else(|| BoltError::BadRecord {
@@ -864,11 +930,32 @@ impl Db {
                 Ok(())
             })
         })?;
+        let storage_raw = storage_raw.map(|v| String::from_utf8_lossy(&v).into_owned());
+        let (detected, _) = detect_storage_version(storage_raw.as_deref(), term);
+        let v36 = detected
+            .as_deref()
+            .and_then(semver_minor)
+            .is_some_and(|v| v >= (3, 6));
+        if v36 {
+            if let Some(e) = undecodable {
+                return Err(e);
+            }
+        }
+        let live_keys = (undecodable.is_none()).then_some(live.len() as u64);
         Ok(KvHash {
             hash,
             revision,
-            total_key,
+            total_key: if v36 { live.len() as u64 } else { total_key },
             total_size: self.logical_size(),
+            // 3.6+ etcdutl prints `storageVersion` re-rendered as a semantic version.
+            version: v36.then(|| {
+                storage_raw
+                    .as_deref()
+                    .and_then(parse_semver)
+                    .unwrap_or_default()
+            }),
+            entries: total_key,
+            live_keys,
         })
     }
 
@@ -899,6 +986,9 @@ impl Db {
                 out.consistent_index = Some(be_u64(value).map_err(bad)?);
             }
             (b"meta", b"term") => out.term = Some(be_u64(value).map_err(bad)?),
+            (b"meta", b"storageVersion") => {
+                out.storage_version_raw = Some(String::from_utf8_lossy(value).into_owned());
+            }
             (b"meta", b"confState") => {
                 let v = serde_json::from_slice(value).map_err(|e| bad(RecordProblem::Json(e)))?;
                 out.conf_state = Some(v);
@@ -1237,6 +1327,96 @@ enum Kind {
 /// Length of a key in etcd's `key` bucket: main u64, `_`, sub u64 (a tombstone
 /// adds a trailing `t`). etcd's `bytesToRev` needs all 17 bytes.
 const REVISION_KEY_LEN: usize = 17;
+
+/// Length of a tombstone's revision key, and where its `t` mark sits
+/// (`mvcc.IsTombstone`).
+const MARKED_REVISION_KEY_LEN: usize = 18;
+
+/// A `key` bucket key marked as a deletion.
+fn is_tombstone(key: &[u8]) -> bool {
+    key.len() == MARKED_REVISION_KEY_LEN && key.get(REVISION_KEY_LEN) == Some(&b't')
+}
+
+/// The user key of a `key` bucket value (`mvccpb.KeyValue`, field 1; absent is
+/// the empty key, as protobuf decoders default it).
+fn user_key(value: &[u8]) -> Result<&[u8], PbError> {
+    let mut key: &[u8] = &[];
+    for field in pb::fields(value) {
+        if let (1, pb::Value::Bytes(b)) = field? {
+            key = b;
+        }
+    }
+    Ok(key)
+}
+
+/// etcd's storage version detection (`schema.UnsafeDetectSchemaVersion`): a
+/// `storageVersion` that parses as a semantic version, else `3.5.0` when the
+/// backend's term is non-zero, else unknown. Returns the version and its source.
+pub fn detect_storage_version(
+    storage_version: Option<&str>,
+    term: Option<u64>,
+) -> (Option<String>, &'static str) {
+    if let Some(v) = storage_version.and_then(parse_semver) {
+        return (Some(v), "meta/storageVersion");
+    }
+    if term.is_some_and(|t| t != 0) {
+        return (Some("3.5.0".to_string()), "meta/term");
+    }
+    (None, "none")
+}
+
+/// A strict `MAJOR.MINOR.PATCH[-PRE][+BUILD]` (what `go-semver`'s `NewVersion`
+/// accepts), returned as it would print it; `None` otherwise.
+pub fn parse_semver(s: &str) -> Option<String> {
+    let (core, build) = match s.split_once('+') {
+        Some((c, b)) => (c, Some(b)),
+        None => (s, None),
+    };
+    let (core, pre) = match core.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (core, None),
+    };
+    let nums: Vec<u64> = core
+        .split('.')
+        .map(|n| {
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                None
+            } else {
+                n.parse().ok()
+            }
+        })
+        .collect::<Option<_>>()?;
+    let [major, minor, patch] = nums.as_slice() else {
+        return None;
+    };
+    let ok_ident = |p: &str| {
+        !p.is_empty()
+            && p.split('.')
+                .all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    };
+    let mut out = format!("{major}.{minor}.{patch}");
+    if let Some(p) = pre {
+        if !ok_ident(p) {
+            return None;
+        }
+        out.push('-');
+        out.push_str(p);
+    }
+    if let Some(b) = build {
+        if !ok_ident(b) {
+            return None;
+        }
+        out.push('+');
+        out.push_str(b);
+    }
+    Some(out)
+}
+
+/// `(major, minor)` of a version string such as `3.6.0`.
+pub fn semver_minor(v: &str) -> Option<(u32, u32)> {
+    let mut it = v.split(['.', '-', '+']);
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
 
 /// The main revision of a `key` bucket key, as `bytesToRev` reads it.
 fn main_revision(key: &[u8]) -> Option<i64> {
@@ -1790,6 +1970,126 @@ mod tests {
         out
     }
 
+    /// An `mvccpb.KeyValue` with only its key (field 1) and value (field 5).
+    fn key_value(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x0a, key.len() as u8];
+        out.extend(key);
+        out.extend([0x2a, value.len() as u8]);
+        out.extend(value);
+        out
+    }
+
+    /// A 3.6-shaped db: `storageVersion` in `meta`, `key` values as KeyValues.
+    fn v36_model(storage_version: Option<&[u8]>) -> Model {
+        let mut m = Model::new();
+        let mut meta = Bucket::new();
+        meta.insert(b"consistent_index".to_vec(), 9u64.to_be_bytes().to_vec());
+        meta.insert(b"term".to_vec(), 2u64.to_be_bytes().to_vec());
+        if let Some(v) = storage_version {
+            meta.insert(b"storageVersion".to_vec(), v.to_vec());
+        }
+        m.insert(b"meta".to_vec(), meta);
+        let mut key = Bucket::new();
+        for (main, k, tombstone) in [
+            (2, &b"a"[..], false),
+            (3, b"b", false),
+            (4, b"a", true),
+            (5, b"c", false),
+            (6, b"b", false),
+            (7, b"", false),
+            (8, b"", true),
+        ] {
+            key.insert(rev_key(main, 0, tombstone), key_value(k, b"v"));
+        }
+        m.insert(b"key".to_vec(), key);
+        m
+    }
+
+    #[test]
+    fn from_3_6_the_hash_counts_live_user_keys_and_reports_the_storage_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = v36_model(Some(b"3.6.0"));
+        let (hash, entries) = model_hash(&model);
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        let h = db.kv_hash().unwrap();
+        assert_eq!((h.hash, h.entries, h.revision), (hash, entries, 8));
+        // a deleted at 4, b put twice, the empty key put and deleted: b and c.
+        assert_eq!((h.live_keys, h.total_key), (Some(2), 2));
+        assert_eq!(h.version.as_deref(), Some("3.6.0"));
+        let s = db.summary().unwrap();
+        assert_eq!(s.storage_version.as_deref(), Some("3.6.0"));
+        assert_eq!(s.storage_version_source, "meta/storageVersion");
+
+        // Without storageVersion etcd detects 3.5 by the term: 3.5's counting.
+        let model = v36_model(None);
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        let h = db.kv_hash().unwrap();
+        assert_eq!(
+            (h.total_key, h.live_keys, h.version),
+            (h.entries, Some(2), None)
+        );
+        let s = db.summary().unwrap();
+        assert_eq!(
+            (s.storage_version.as_deref(), s.storage_version_source),
+            (Some("3.5.0"), "meta/term")
+        );
+
+        // A storageVersion etcd cannot parse falls back to the same detection.
+        let model = v36_model(Some(b"3.6"));
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        assert_eq!(db.kv_hash().unwrap().version, None);
+        assert_eq!(db.summary().unwrap().storage_version_source, "meta/term");
+    }
+
+    #[test]
+    fn a_key_value_that_does_not_decode_fails_the_3_6_hash_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for (sv, fails) in [(Some(&b"3.7.0"[..]), true), (None, false)] {
+            let mut model = v36_model(sv);
+            model
+                .get_mut(&b"key"[..])
+                .unwrap()
+                .insert(rev_key(9, 0, false), vec![0x0a, 0x20, b'x']);
+            let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+            match db.kv_hash() {
+                Err(BoltError::BadRecord { bucket, .. }) if fails => assert_eq!(bucket, "key"),
+                Ok(h) if !fails => assert_eq!(h.live_keys, None),
+                other => panic!("storage version {sv:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn storage_versions_parse_as_go_semver_does() {
+        assert_eq!(parse_semver("3.6.0").as_deref(), Some("3.6.0"));
+        assert_eq!(
+            parse_semver("3.7.0-alpha.0").as_deref(),
+            Some("3.7.0-alpha.0")
+        );
+        assert_eq!(parse_semver("3.7.0+meta").as_deref(), Some("3.7.0+meta"));
+        for bad in [
+            "",
+            "3.6",
+            "3.6.0.1",
+            "v3.6.0",
+            "3..0",
+            "3.6.x",
+            "3.6.0-",
+            "3.6.0-a..b",
+        ] {
+            assert_eq!(parse_semver(bad), None, "{bad:?}");
+        }
+        assert_eq!(semver_minor("3.6.0"), Some((3, 6)));
+        assert_eq!(
+            detect_storage_version(Some("junk"), Some(0)),
+            (None, "none")
+        );
+        assert_eq!(
+            detect_storage_version(None, Some(4)),
+            (Some("3.5.0".into()), "meta/term")
+        );
+    }
+
     #[test]
     fn reads_an_etcd_shaped_database() {
         let model = etcd_model();
@@ -1868,7 +2168,11 @@ mod tests {
                 hash,
                 revision: 300,
                 total_key: total,
-                total_size: bytes.len() as u64
+                total_size: bytes.len() as u64,
+                version: None,
+                entries: total,
+                // The model's values are not KeyValues.
+                live_keys: None,
             }
         );
 
@@ -2406,15 +2710,19 @@ mod tests {
     fn real_etcd_db_matches_etcdutl_snapshot_status() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&write(&dir, &fixture())).unwrap();
+        let h = db.kv_hash().unwrap();
         assert_eq!(
-            db.kv_hash().unwrap(),
-            KvHash {
-                hash: 1585619019,
-                revision: 29,
-                total_key: 35,
-                total_size: 65536
-            }
+            (
+                h.hash,
+                h.revision,
+                h.total_key,
+                h.total_size,
+                h.version.clone()
+            ),
+            (1585619019, 29, 35, 65536, None)
         );
+        assert_eq!(h.entries, 35);
+        assert!(h.live_keys.is_some_and(|n| n > 0 && n < 35), "{h:?}");
         assert_eq!((db.txid(), db.meta_page(), db.high_water()), (14, 0, 16));
         let s = db.summary().unwrap();
         assert_eq!(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::bbolt::{Backend, Db, KvHash};
+use super::bbolt::{detect_storage_version, semver_minor, Backend, Db, KvHash};
 use super::lock::{held_locks, HeldLock, Probe};
 use super::snap::{list_snaps, read_snap, SnapFile};
 use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
@@ -136,7 +136,9 @@ pub struct Inspection {
     pub last_index: Option<u64>,
     /// Term of the last entry.
     pub last_term: Option<u64>,
-    /// The newest snapshot that has both a WAL record and a `.snap` file.
+    /// The snapshot etcd starts from: up to 3.6 the newest WAL snapshot record at
+    /// or below the commit that has its `.snap` file; from 3.7 (by the storage
+    /// version) the newest such record, `.snap` or not.
     pub snapshot: Option<SnapshotPoint>,
     /// WAL details.
     pub wal: Option<WalFacts>,
@@ -572,8 +574,29 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .iter()
         .filter(|s| s.index > 0)
         .max_by_key(|s| s.index);
+    // 3.7 no longer loads `.snap` files (3.8 no longer writes them): it starts from
+    // the newest WAL snapshot record at or below the commit, with or without its
+    // `.snap`, and takes membership from the backend. Up to 3.6 a record without
+    // its `.snap` is unusable. Which rule applies follows the storage version,
+    // read only when a record lacks its file.
+    let newest_committed = wal
+        .snapshots
+        .iter()
+        .filter(|s| s.index > 0 && s.index <= commit)
+        .max_by_key(|s| s.index);
+    let snap_less = newest_committed.is_some_and(|s| in_use.is_none_or(|f| f.index < s.index))
+        || (in_use.is_none() && newest_record.is_some());
+    let snap_optional =
+        snap_less && storage_line(paths, &snap_entries).is_some_and(|v| v >= (3, 7));
     let first_segment_index = wal.segments.first().map_or(0, |s| s.first_index);
-    if in_use.is_none() && newest_record.is_some() && first_segment_index > 0 {
+    if snap_optional {
+        r.snapshot = Some(
+            newest_committed.map_or(SnapshotPoint { index: 0, term: 0 }, |s| SnapshotPoint {
+                index: s.index,
+                term: s.term,
+            }),
+        );
+    } else if in_use.is_none() && newest_record.is_some() && first_segment_index > 0 {
         let s = newest_record.map(|s| (s.term, s.index)).unwrap_or_default();
         return r.fail(
             DirState::Corrupt,
@@ -585,6 +608,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
             None,
         );
     }
+    let in_use = if snap_optional { None } else { in_use };
     let snap_file: Option<SnapFile> = match in_use {
         Some(name) => match read_snap(&name.path) {
             Ok(f) => Some(f),
@@ -599,14 +623,16 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         },
         None => None,
     };
-    r.snapshot = Some(
-        snap_file
-            .as_ref()
-            .map_or(SnapshotPoint { index: 0, term: 0 }, |f| SnapshotPoint {
-                index: f.index,
-                term: f.term,
-            }),
-    );
+    if !snap_optional {
+        r.snapshot = Some(
+            snap_file
+                .as_ref()
+                .map_or(SnapshotPoint { index: 0, term: 0 }, |f| SnapshotPoint {
+                    index: f.index,
+                    term: f.term,
+                }),
+        );
+    }
 
     // The backend.
     let db_path = paths.db();
@@ -716,6 +742,29 @@ fn failed_first_start_debris(
     let mut keys = 0u64;
     db.for_each_kv(b"key", |_, _| keys += 1).ok()?;
     (keys == 0).then_some(db_path)
+}
+
+/// `(major, minor)` of the backend's storage version as etcd detects it, for the
+/// rules that follow the version; `None` when the db is not a regular file,
+/// cannot be read, or does not tell.
+fn storage_line(paths: &Paths, snap_entries: &[(String, std::fs::FileType)]) -> Option<(u32, u32)> {
+    if !snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file()) {
+        return None;
+    }
+    let db = Db::open(&paths.db()).ok()?;
+    let raw = db
+        .get(b"meta", b"storageVersion")
+        .ok()
+        .flatten()
+        .map(|v| String::from_utf8_lossy(&v).into_owned());
+    let term = db
+        .get(b"meta", b"term")
+        .ok()
+        .flatten()
+        .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+        .map(u64::from_be_bytes);
+    let (version, _) = detect_storage_version(raw.as_deref(), term);
+    version.as_deref().and_then(semver_minor)
 }
 
 /// How many times the db of a running etcd is read before giving up on it.

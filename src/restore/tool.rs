@@ -67,6 +67,16 @@ pub enum ToolError {
         #[source]
         source: std::io::Error,
     },
+    /// The tool lacks a flag the restore needs.
+    #[error("{path} ({version}) cannot do this restore: {why}")]
+    Unsupported {
+        /// The tool.
+        path: PathBuf,
+        /// What it said it is.
+        version: String,
+        /// What is missing.
+        why: String,
+    },
     /// The tool exited non-zero.
     #[error("{path} snapshot restore failed ({status}): {stderr}")]
     Failed {
@@ -298,6 +308,11 @@ pub struct RestoreRequest<'a> {
     pub peer_urls: &'a [String],
     /// Pass `--skip-hash-check` (a raw `db` without a trailer).
     pub skip_hash_check: bool,
+    /// `--bump-revision N` when non-zero (etcdutl with the flag only, see
+    /// [`Tool::supports_bump_revision`]).
+    pub bump_revision: u64,
+    /// `--mark-compacted` (etcdutl requires it exactly when bumping).
+    pub mark_compacted: bool,
 }
 
 impl Tool {
@@ -316,7 +331,50 @@ impl Tool {
         if r.skip_hash_check {
             args.push("--skip-hash-check".to_string());
         }
+        if r.bump_revision > 0 {
+            args.push(format!("--bump-revision={}", r.bump_revision));
+        }
+        if r.mark_compacted {
+            args.push("--mark-compacted".to_string());
+        }
         args
+    }
+
+    /// Whether this tool's `snapshot restore` takes `--bump-revision` and
+    /// `--mark-compacted`: etcdutl 3.6+ and the late 3.5 patches that have the
+    /// backport (3.5.1 does not; etcdctl never does). Asked of the tool's own help,
+    /// since the 3.5 patch that added them is not worth guessing.
+    pub fn supports_bump_revision(&self) -> Result<(), ToolError> {
+        let unsupported = |why: String| ToolError::Unsupported {
+            path: self.path.clone(),
+            version: self.version.clone(),
+            why,
+        };
+        if self.kind != ToolKind::Etcdutl {
+            return Err(unsupported(
+                "etcdctl's snapshot restore has no --bump-revision".into(),
+            ));
+        }
+        let ran = run(
+            Command::new(&self.path).args(["snapshot", "restore", "--help"]),
+            tool_env(self.kind),
+            VERSION_TIMEOUT,
+        )
+        .map_err(|source| ToolError::Spawn {
+            path: self.path.clone(),
+            source,
+        })?;
+        let help = [ran.stdout.as_slice(), ran.stderr.as_slice()].concat();
+        let help = String::from_utf8_lossy(&help);
+        if help.contains("--bump-revision") && help.contains("--mark-compacted") {
+            Ok(())
+        } else {
+            Err(unsupported(format!(
+                "its `snapshot restore --help` lists no --bump-revision/--mark-compacted ({})",
+                ran.status
+                    .map_or("timed out".to_string(), |s| s.to_string())
+            )))
+        }
     }
 
     /// Runs `snapshot restore`, bounded by `timeout`. Returns its wall time.

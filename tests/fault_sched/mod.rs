@@ -85,7 +85,9 @@ impl RunConfig {
         };
         let version = match var("FAULT_VERSION") {
             None => EtcdVersion::V3_5,
-            Some(v) => parse_version(&v).ok_or(format!("FAULT_VERSION={v}: want 3.4 or 3.5"))?,
+            Some(v) => parse_version(&v).ok_or(format!(
+                "FAULT_VERSION={v}: want 3.4, 3.5, 3.5-latest, 3.6 or 3.7"
+            ))?,
         };
         let mode = match var("FAULT_MODE") {
             None => Mode::Guarded,

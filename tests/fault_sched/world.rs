@@ -55,20 +55,28 @@ impl Mode {
     }
 }
 
-/// `3.4` or `3.5`.
+/// `3.4`, `3.5` (3.5.1), `3.5-latest`, `3.6` or `3.7`.
 pub fn version_short(v: EtcdVersion) -> &'static str {
     match v {
         EtcdVersion::V3_4 => "3.4",
         EtcdVersion::V3_5 => "3.5",
+        EtcdVersion::V3_5Latest => "3.5-latest",
+        EtcdVersion::V3_6 => "3.6",
+        EtcdVersion::V3_7 => "3.7",
     }
 }
 
-/// Parses `3.4`, `3.4.23`, `34`, `3.5`, `3.5.1`, `35`.
+/// Parses `3.4`, `3.4.23`, `34`, `3.5`, `3.5.1`, `35` (the legacy 3.5.1),
+/// `3.5-latest` or the newest 3.5 patch's full version, `3.6`, `3.7` and theirs.
 pub fn parse_version(s: &str) -> Option<EtcdVersion> {
-    match s.trim() {
+    let s = s.trim();
+    match s {
         "3.4" | "3.4.23" | "34" => Some(EtcdVersion::V3_4),
         "3.5" | "3.5.1" | "35" => Some(EtcdVersion::V3_5),
-        _ => None,
+        "3.5-latest" => Some(EtcdVersion::V3_5Latest),
+        "3.6" | "36" => Some(EtcdVersion::V3_6),
+        "3.7" | "37" => Some(EtcdVersion::V3_7),
+        _ => EtcdVersion::CURRENT.into_iter().find(|v| v.label() == s),
     }
 }
 
