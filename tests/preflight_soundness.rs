@@ -178,6 +178,16 @@ fn regression_removed_recreated_stale_respelled_debris_and_symlinked_members_on_
     a_member_through_every_shape(EtcdVersion::V3_5);
 }
 
+#[test]
+fn regression_removed_recreated_stale_respelled_debris_and_symlinked_members_on_etcd_3_6() {
+    a_member_through_every_shape(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_removed_recreated_stale_respelled_debris_and_symlinked_members_on_etcd_3_7() {
+    a_member_through_every_shape(EtcdVersion::V3_7);
+}
+
 /// Case 1: the seed's PVC holds an earlier cluster of the same name (same member
 /// name and peer URL, another token). Nothing is recorded yet for the new
 /// cluster: preflight and restore must refuse, touching nothing.
@@ -257,6 +267,16 @@ fn regression_an_earlier_incarnations_volume_is_refused_by_preflight_and_restore
     an_earlier_incarnations_volume(EtcdVersion::V3_5);
 }
 
+#[test]
+fn regression_an_earlier_incarnations_volume_is_refused_by_preflight_and_restore_on_etcd_3_6() {
+    an_earlier_incarnations_volume(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_an_earlier_incarnations_volume_is_refused_by_preflight_and_restore_on_etcd_3_7() {
+    an_earlier_incarnations_volume(EtcdVersion::V3_7);
+}
+
 /// Case 8: endpoints that reach two clusters: the intact dir of cluster A's m0, and
 /// an endpoint list whose first entry is cluster B, whose seed is also called
 /// `m0`. The verdict must not depend on which answers first.
@@ -293,6 +313,35 @@ fn endpoints_reaching_two_clusters(version: EtcdVersion) {
 #[test]
 fn regression_endpoints_reaching_two_clusters_never_decide_by_timing_on_etcd_3_5() {
     endpoints_reaching_two_clusters(EtcdVersion::V3_5);
+}
+
+#[test]
+fn regression_endpoints_reaching_two_clusters_never_decide_by_timing_on_etcd_3_6() {
+    endpoints_reaching_two_clusters(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_endpoints_reaching_two_clusters_never_decide_by_timing_on_etcd_3_7() {
+    endpoints_reaching_two_clusters(EtcdVersion::V3_7);
+}
+
+/// The newest 3.5 too: `AGENT_TEST_ALL_LINES=1 scripts/test`.
+mod every_line {
+    use super::*;
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn regression_removed_recreated_stale_respelled_debris_and_symlinked_members_on_etcd_3_5_latest(
+    ) {
+        a_member_through_every_shape(EtcdVersion::V3_5Latest);
+    }
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn regression_an_earlier_incarnations_volume_is_refused_by_preflight_and_restore_on_etcd_3_5_latest(
+    ) {
+        an_earlier_incarnations_volume(EtcdVersion::V3_5Latest);
+    }
 }
 
 /// Bounded time covers the directory: a volume whose FUSE server is stopped
