@@ -308,3 +308,79 @@ fn the_static_binary_runs_installs_and_verifies_in_an_empty_chroot_as_65532() {
     assert_eq!(w.code, 0, "{w:?}");
     assert_eq!(w.json["empty"], true);
 }
+
+/// A tmpfs mounted for one test with `options`, unmounted when dropped whatever
+/// happens (lazily if the first attempt fails).
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(options: &str) -> Tmpfs {
+        let dir = tempdir();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount -o {options} failed (the tests run as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs(dir)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(self.0.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+        }
+    }
+}
+
+#[test]
+fn a_noexec_destination_exits_2_and_leaves_no_copy() {
+    let fs = Tmpfs::mount("size=512m,noexec,mode=0755");
+    let r = install(fs.path(), None);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.json["reason"].as_str().unwrap().contains("noexec"),
+        "{r:?}"
+    );
+    assert!(names(fs.path()).is_empty(), "{:?}", names(fs.path()));
+}
+
+#[test]
+fn a_full_destination_exits_3_and_leaves_no_copy() {
+    let fs = Tmpfs::mount("size=1m,mode=0755");
+    let r = install(fs.path(), None);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.json["reason"].as_str().unwrap().contains("full"), "{r:?}");
+    assert!(names(fs.path()).is_empty(), "{:?}", names(fs.path()));
+}
+
+#[test]
+fn a_directory_in_place_of_the_binary_exits_2_and_is_left_alone() {
+    let dest = tempdir();
+    std::fs::create_dir(dest.path().join("etcd-member-agent")).unwrap();
+    std::fs::write(dest.path().join("etcd-member-agent/keep"), b"x").unwrap();
+    let r = install(dest.path(), None);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is a directory"),
+        "{r:?}"
+    );
+    assert_eq!(names(dest.path()), ["etcd-member-agent"]);
+    assert!(dest.path().join("etcd-member-agent/keep").exists());
+}

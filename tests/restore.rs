@@ -807,7 +807,7 @@ fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
         run.json()["reason"]
             .as_str()
             .unwrap()
-            .contains("no etcd restore tool found"),
+            .contains("ETCDUTL_PATH names (/nonexistent/etcdutl) cannot be used"),
         "{run}"
     );
     assert_tree_unchanged(&before, &tree_snapshot(&data));
@@ -864,6 +864,298 @@ fn a_tool_that_restores_another_identity_fails_verification_with_exit_33() {
     );
     assert_eq!(doc["staged"]["state"], "initialized");
     assert_ne!(doc["staged"]["member_id"], doc["member_id"]);
+    assert!(entries(&data).is_empty(), "{:?}", entries(&data));
+}
+
+// ---------------------------------------------------------------------------
+// Content, not only identity (issue 17).
+
+#[test]
+fn a_seed_etcd_bootstrapped_empty_with_the_same_flags_is_refused_with_33_and_left_untouched() {
+    let version = EtcdVersion::V3_5;
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let data = base.path().join("r0/data");
+    // Real etcd, started on the empty dir with the flags the restore is given:
+    // the same member and cluster IDs, revision 1 and no sentinel.
+    let etcd = start_restored(version, base.path(), &members[0], &members);
+    etcd.wait_healthy();
+    etcd.stop();
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let before = tree_snapshot(&data);
+    let run = restore(snapshot(version), &env);
+    run.assert_code(33);
+    let doc = run.json();
+    assert_eq!(doc["verdict"], "verify-failed", "{run}");
+    assert_eq!(doc["data_dir"]["member_id"], doc["member_id"], "{run}");
+    let snap_rev = doc["content"]["snapshot"]["revision"].as_i64().unwrap();
+    let dir_rev = doc["content"]["data_dir"]["revision"].as_i64().unwrap();
+    assert!(dir_rev < snap_rev, "{run}");
+    assert!(
+        doc["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not the snapshot's data"),
+        "{run}"
+    );
+    assert_tree_unchanged(&before, &tree_snapshot(&data));
+}
+
+#[test]
+fn a_tool_that_restores_another_smaller_snapshot_fails_content_verification_with_33() {
+    let version = EtcdVersion::V3_5;
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // The real etcdutl with the right flags, fed the small snapshot instead of the
+    // one asked for: the IDs come out right, the data do not.
+    let real = tool(version);
+    let swapping = base.path().join("etcdutl");
+    std::fs::write(
+        &swapping,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = version ]; then exec {real} version; fi\nshift 3\nexec {real} snapshot restore {small} \"$@\"\n",
+            real = real.display(),
+            small = snapshot(version).display()
+        ),
+    )
+    .unwrap();
+    make_executable(&swapping);
+    let members = plan(&["r0"]);
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let env = with(&env, "ETCDUTL_PATH", swapping.display().to_string());
+    let run = restore(big_snapshot(), &env);
+    run.assert_code(33);
+    let doc = run.json();
+    assert_eq!(doc["verdict"], "verify-failed", "{run}");
+    assert!(
+        doc["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold the snapshot's data"),
+        "{run}"
+    );
+    assert_eq!(doc["staged"]["member_id"], doc["member_id"], "{run}");
+    assert!(
+        !doc["reason"].as_str().unwrap().contains("SHA-256 verified"),
+        "{run}"
+    );
+    assert!(entries(&data).is_empty(), "{:?}", entries(&data));
+}
+
+#[test]
+fn a_restore_reports_the_content_it_verified() {
+    let version = EtcdVersion::V3_5;
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let data = base.path().join("r0/data");
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let run = restore(snapshot(version), &env);
+    run.assert_code(0);
+    let doc = run.json();
+    assert_eq!(
+        doc["content"]["snapshot"], doc["content"]["data_dir"],
+        "{run}"
+    );
+    assert!(
+        doc["content"]["snapshot"]["revision"].as_i64().unwrap() >= 2,
+        "{run}"
+    );
+    assert!(
+        doc["reason"].as_str().unwrap().contains("content verified"),
+        "{run}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Bounded tools and exit codes (issue 17).
+
+/// A tool script: `version` answers like etcdutl 3.5.1 (after `version_body`),
+/// anything else runs `body`.
+fn fake_tool(dir: &Path, version_body: &str, body: &str) -> PathBuf {
+    let path = dir.join("etcdutl");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = version ]; then\n{version_body}\necho 'etcdutl version: 3.5.1'; exit 0\nfi\n{body}\n"
+        ),
+    )
+    .unwrap();
+    make_executable(&path);
+    path
+}
+
+#[test]
+fn a_tool_that_forks_a_sleeper_is_killed_with_its_group_at_the_tool_timeout() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let marker = base.path().join("sleeper.pid");
+    // `sleep 600` as a child of the wrapper (not exec'd): it holds stdout/stderr.
+    let fake = fake_tool(
+        base.path(),
+        "",
+        &format!("sleep 600 &\necho $! > {}\nwait", marker.display()),
+    );
+    let members = plan(&["r0"]);
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
+    let started = Instant::now();
+    let run = restore_with(
+        snapshot(EtcdVersion::V3_5),
+        &env,
+        &["--allow-bootstrap-without-evidence", "--tool-timeout", "3s"],
+    );
+    let took = started.elapsed();
+    run.assert_code(32);
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "took {took:?}\n{run}"
+    );
+    assert!(
+        run.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--tool-timeout"),
+        "{run}"
+    );
+    let pid: i32 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eventually!(
+        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+            Ok(())
+        } else {
+            Err(format!("sleeper {pid} still alive"))
+        },
+        "the forked sleeper was killed with the tool's group"
+    );
+    assert!(entries(&data).is_empty(), "{:?}", entries(&data));
+}
+
+#[test]
+fn a_version_probe_that_forks_a_sleeper_is_bounded_too() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let marker = base.path().join("sleeper.pid");
+    // Only under the agent's probe (it sets ETCDCTL_API=3), not under
+    // make_executable's own `version` run.
+    let fake = fake_tool(
+        base.path(),
+        &format!(
+            "if [ -n \"$ETCDCTL_API\" ]; then sleep 600 & echo $! > {}; wait; fi",
+            marker.display()
+        ),
+        "exit 1",
+    );
+    let members = plan(&["r0"]);
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
+    let started = Instant::now();
+    let run = restore(snapshot(EtcdVersion::V3_5), &env);
+    let took = started.elapsed();
+    run.assert_code(32);
+    // The probe's bound is 10 s; a held pipe would make it 600.
+    assert!(
+        took < std::time::Duration::from_secs(40),
+        "took {took:?}\n{run}"
+    );
+    let pid: i32 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eventually!(
+        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+            Ok(())
+        } else {
+            Err(format!("sleeper {pid} still alive"))
+        },
+        "the probe's forked sleeper was killed with its group"
+    );
+}
+
+#[test]
+fn a_tool_that_exits_0_but_writes_nothing_is_32_with_what_it_printed() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let fake = fake_tool(
+        base.path(),
+        "",
+        "echo 'Snapshot restore is done (not really)'; echo 'a warning' >&2; exit 0",
+    );
+    let members = plan(&["r0"]);
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
+    let run = restore(snapshot(EtcdVersion::V3_5), &env);
+    run.assert_code(32);
+    let reason = run.json()["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.contains("not really") && reason.contains("a warning"),
+        "{run}"
+    );
+    assert!(entries(&data).is_empty(), "{:?}", entries(&data));
+}
+
+#[test]
+fn a_named_tool_that_cannot_run_is_32_and_no_other_tool_is_used() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // A working etcdctl 3.4 on PATH is what the old code fell back to.
+    let bin = base.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(EtcdVersion::V3_4.etcdctl(), bin.join("etcdctl")).unwrap();
+    let named = base.path().join("etcdutl");
+    std::fs::copy(tool(EtcdVersion::V3_5), &named).unwrap();
+    std::fs::set_permissions(&named, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let members = plan(&["r0"]);
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = with(&env, "ETCDUTL_PATH", named.display().to_string());
+    let env = with(&env, "PATH", bin.display().to_string());
+    let run = restore(snapshot(EtcdVersion::V3_5), &env);
+    run.assert_code(32);
+    assert!(
+        run.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ETCDUTL_PATH"),
+        "{run}"
+    );
+    assert!(entries(&data).is_empty(), "{:?}", entries(&data));
+}
+
+#[test]
+fn running_out_of_space_inside_the_tool_is_31() {
+    let snap = snapshot(EtcdVersion::V3_5);
+    let size = std::fs::metadata(snap).unwrap().len();
+    let room = (64_000_000 + (1 << 20) + 4 * size) / 1024 + 2048;
+    let fs = Tmpfs::mount(&format!("{room}k")).expect("a tmpfs (the tests run as root)");
+    let data = fs.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // The free-space check passes; then something else fills the volume and the
+    // real etcdutl hits ENOSPC while it writes.
+    let real = tool(EtcdVersion::V3_5);
+    let scratch = tempfile::tempdir().unwrap();
+    let filling = fake_tool(
+        scratch.path(),
+        "",
+        &format!(
+            "dd if=/dev/zero of={fill} bs=1M 2>/dev/null\nexec {real} \"$@\"",
+            fill = fs.path().join("filler").display(),
+            real = real.display()
+        ),
+    );
+    let members = plan(&["r0"]);
+    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, scratch.path());
+    let env = with(&env, "ETCDUTL_PATH", filling.display().to_string());
+    let run = restore(snap, &env);
+    run.assert_code(31);
+    assert_eq!(run.json()["verdict"], "no-space", "{run}");
     assert!(entries(&data).is_empty(), "{:?}", entries(&data));
 }
 

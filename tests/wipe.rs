@@ -593,11 +593,177 @@ fn wipe_reports_what_it_could_not_remove_with_20() {
         listed(&run, "remaining"),
         pairs(&[("roots", "dir"), ("roots/file", "file")])
     );
-    assert_eq!(run.json["errors"][0]["path"], "roots");
+    assert_eq!(run.json["errors"][0]["path"], "roots/file");
     assert!(run.json["errors"][0]["error"]
         .as_str()
         .unwrap()
         .contains("ermission denied"));
+}
+
+// ---------------------------------------------------------------- mount points
+
+/// A mount made for one test, unmounted when dropped whatever happens (a lazy
+/// unmount if the first attempt fails, so a failed test never leaves it behind).
+struct Mounted(PathBuf);
+
+impl Mounted {
+    /// `mount --bind source target`.
+    fn bind(source: &Path, target: &Path) -> Mounted {
+        Self::run(
+            &["--bind", source.to_str().unwrap(), target.to_str().unwrap()],
+            target,
+        )
+    }
+
+    /// A small tmpfs (another device) at `target`.
+    fn tmpfs(target: &Path) -> Mounted {
+        Self::run(
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=1m",
+                "tmpfs",
+                target.to_str().unwrap(),
+            ],
+            target,
+        )
+    }
+
+    fn run(args: &[&str], target: &Path) -> Mounted {
+        let out = Command::new("mount").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "mount {args:?} failed (the tests run as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mounted(target.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
+#[test]
+fn wipe_leaves_a_bind_mount_of_the_same_filesystem_and_its_contents_alone_with_20() {
+    let d = tempdir();
+    // Outside the data dir but on the same filesystem: the bind mount keeps st_dev.
+    let outside = tempdir();
+    write(&outside.path().join("precious"), "not the data dir's");
+    write(&d.path().join("member/snap/db"), "db");
+    write(&d.path().join("member/wal/0.wal"), "w");
+    let mnt = d.path().join("member/mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let before = digest(outside.path());
+    let run = {
+        let _m = Mounted::bind(outside.path(), &mnt);
+        json_run("wipe", d.path(), &[])
+    };
+    assert_eq!(run.code, 20, "{run:?}");
+    assert_eq!(
+        listed(&run, "remaining"),
+        pairs(&[("member", "dir"), ("member/mnt", "mount_point")])
+    );
+    assert_eq!(
+        digest(outside.path()),
+        before,
+        "wipe reached through the mount"
+    );
+    assert!(!d.path().join("member/snap").exists());
+    assert!(!d.path().join("member/wal").exists());
+}
+
+#[test]
+fn wipe_leaves_another_filesystem_mounted_inside_alone_with_20() {
+    let d = tempdir();
+    write(&d.path().join("f"), "x");
+    let mnt = d.path().join("scratch");
+    std::fs::create_dir(&mnt).unwrap();
+    let _m = Mounted::tmpfs(&mnt);
+    write(&mnt.join("inside/kept"), "on the tmpfs");
+    let run = json_run("wipe", d.path(), &[]);
+    assert_eq!(run.code, 20, "{run:?}");
+    assert_eq!(
+        listed(&run, "remaining"),
+        pairs(&[("scratch", "mount_point")])
+    );
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("inside/kept")).unwrap(),
+        "on the tmpfs"
+    );
+    assert!(!d.path().join("f").exists());
+}
+
+#[test]
+fn verify_wipe_lists_a_mount_point_without_entering_it() {
+    let d = tempdir();
+    let outside = tempdir();
+    write(&outside.path().join("a/b"), "x");
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _m = Mounted::bind(outside.path(), &mnt);
+    let run = json_run("verify-wipe", d.path(), &[]);
+    assert_eq!(run.code, 20, "{run:?}");
+    assert_eq!(listed(&run, "remaining"), pairs(&[("mnt", "mount_point")]));
+}
+
+#[test]
+fn wipe_refuses_a_wal_dir_holding_more_than_wal_segments_with_20_and_removes_nothing() {
+    let d = tempdir();
+    let wal = tempdir();
+    write(&d.path().join("member/snap/db"), "db");
+    write(
+        &wal.path().join("0000000000000000-0000000000000000.wal"),
+        "w",
+    );
+    write(&wal.path().join("0.tmp"), "t");
+    write(&wal.path().join("notes.txt"), "someone's files");
+    write(&wal.path().join("photos/cat.jpg"), "meow");
+    let data_before = digest(d.path());
+    let wal_before = digest(wal.path());
+    let run = json_run(
+        "wipe",
+        d.path(),
+        &["--wal-dir", wal.path().to_str().unwrap()],
+    );
+    assert_eq!(run.code, 20, "{run:?}");
+    assert_eq!(run.json["removed"], 0);
+    let reason = run.json["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("notes.txt") && reason.contains("photos"),
+        "{reason}"
+    );
+    assert_eq!(digest(wal.path()), wal_before);
+    assert_eq!(digest(d.path()), data_before);
+}
+
+#[test]
+fn wipe_empties_a_wal_dir_of_segments_tmp_and_broken_files() {
+    let d = tempdir();
+    let wal = tempdir();
+    for name in [
+        "0000000000000000-0000000000000000.wal",
+        "0.tmp",
+        "0000000000000001-0000000000000010.wal.broken",
+    ] {
+        write(&wal.path().join(name), "w");
+    }
+    let run = json_run(
+        "wipe",
+        d.path(),
+        &["--wal-dir", wal.path().to_str().unwrap()],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(std::fs::read_dir(wal.path()).unwrap().count(), 0);
 }
 
 // ---------------------------------------------------------------- live etcd

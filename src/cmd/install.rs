@@ -7,21 +7,27 @@
 //! 0755, renamed over `<dest>/etcd-member-agent` and the directory fsynced. A
 //! process already running the old file keeps its inode. The bytes come from
 //! `/proc/self/exe` (the inode actually running, even if its path was replaced),
-//! falling back to `argv[0]` where `/proc` is not mounted. Finally the copy is run
-//! with `--version` under a timeout: a copy that cannot execute (a `noexec`
-//! volume, a dynamically linked build in a libc-less image) is an error now rather
-//! than a crash in the etcd container later.
+//! falling back to `argv[0]` where `/proc` is not mounted. The temporary copy is
+//! run with `--version` under a timeout *before* it is renamed into place: a copy
+//! that cannot execute (a `noexec` volume, a dynamically linked build in a
+//! libc-less image) is an error now rather than a crash in the etcd container
+//! later, and it is removed, so no unusable copy is left (a working one from an
+//! earlier start stays). A destination it cannot use is a configuration error
+//! (2: missing, not a directory, not writable, mounted `noexec`, the target name
+//! taken by a directory, a copy that does not run there) or an I/O error (3: the
+//! volume is full or a write fails); never 1.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::child;
 use crate::cli::InstallArgs;
 use crate::exit::Exit;
 use crate::output::emit;
@@ -75,6 +81,27 @@ pub enum InstallError {
         #[source]
         source: io::Error,
     },
+    /// The destination is on a filesystem mounted `noexec`: nothing copied there can run.
+    #[error("destination {} is on a filesystem mounted noexec: the copy could not be executed there", path.display())]
+    DestNoExec {
+        /// The destination given.
+        path: PathBuf,
+    },
+    /// `<dest>/etcd-member-agent` exists and is a directory.
+    #[error("{} is a directory: the binary cannot be installed over it", path.display())]
+    TargetIsDir {
+        /// The target path.
+        path: PathBuf,
+    },
+    /// The destination volume has no room (or quota) for the copy.
+    #[error("destination {} is full: {source}", path.display())]
+    DestFull {
+        /// The destination given.
+        path: PathBuf,
+        /// The OS error (ENOSPC, EDQUOT).
+        #[source]
+        source: io::Error,
+    },
     /// The running binary's bytes cannot be read.
     #[error("cannot read the running binary {}: {source}", path.display())]
     Source {
@@ -116,17 +143,31 @@ pub enum InstallError {
 }
 
 impl InstallError {
-    /// Destination problems are configuration errors (2); the rest are failures (1).
+    /// A destination that cannot be used is a configuration error (2); a failing
+    /// write to it (full, I/O error) is 3; only an unreadable running binary is 1.
     pub fn exit(&self) -> Exit {
         match self {
             InstallError::NoDest
             | InstallError::DestMissing { .. }
             | InstallError::DestNotDir { .. }
             | InstallError::DestStat { .. }
-            | InstallError::DestNotWritable { .. } => Exit::Usage,
-            _ => Exit::Internal,
+            | InstallError::DestNotWritable { .. }
+            | InstallError::DestNoExec { .. }
+            | InstallError::TargetIsDir { .. }
+            | InstallError::CopyDoesNotRun { .. } => Exit::Usage,
+            InstallError::DestFull { .. }
+            | InstallError::Io { .. }
+            | InstallError::ShortCopy { .. } => Exit::Unreadable,
+            InstallError::Source { .. } => Exit::Internal,
         }
     }
+}
+
+fn is_full(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT)
+    )
 }
 
 fn is_not_writable(e: &io::Error) -> bool {
@@ -212,7 +253,19 @@ fn check_dest(dest: &Path) -> Result<(), InstallError> {
         path: dest.to_path_buf(),
         uid: nix::unistd::geteuid().as_raw(),
         source: e.into(),
-    })
+    })?;
+    let noexec = nix::sys::statvfs::statvfs(dest)
+        .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC));
+    if noexec {
+        return Err(InstallError::DestNoExec {
+            path: dest.to_path_buf(),
+        });
+    }
+    let target = dest.join(BIN_NAME);
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+        return Err(InstallError::TargetIsDir { path: target });
+    }
+    Ok(())
 }
 
 /// Copies the running binary to `<dest>/etcd-member-agent` atomically and checks
@@ -223,8 +276,10 @@ pub fn install(dest: &Path, check_timeout: Duration) -> Result<Installed, Instal
     let target = dest.join(BIN_NAME);
     let replaced = std::fs::symlink_metadata(&target).is_ok();
     let tmp = dest.join(format!(".{BIN_NAME}.{}.tmp", std::process::id()));
-    let bytes = match write_temp(&mut src, &source, &tmp, dest) {
-        Ok(n) => n,
+    let written = write_temp(&mut src, &source, &tmp, dest)
+        .and_then(|n| check_runs(&tmp, check_timeout).map(|v| (n, v)));
+    let (bytes, version) = match written {
+        Ok(done) => done,
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
@@ -232,6 +287,9 @@ pub fn install(dest: &Path, check_timeout: Duration) -> Result<Installed, Instal
     };
     if let Err(source) = std::fs::rename(&tmp, &target) {
         let _ = std::fs::remove_file(&tmp);
+        if source.raw_os_error() == Some(nix::libc::EISDIR) {
+            return Err(InstallError::TargetIsDir { path: target });
+        }
         return Err(InstallError::Io {
             op: "rename",
             path: target,
@@ -245,7 +303,6 @@ pub fn install(dest: &Path, check_timeout: Duration) -> Result<Installed, Instal
             path: dest.to_path_buf(),
             source,
         })?;
-    let version = check_runs(&target, check_timeout)?;
     Ok(Installed {
         source,
         path: target,
@@ -257,10 +314,19 @@ pub fn install(dest: &Path, check_timeout: Duration) -> Result<Installed, Instal
 
 /// Writes the source into a fresh temporary file, mode 0755, fsynced.
 fn write_temp(src: &mut File, source: &Path, tmp: &Path, dest: &Path) -> Result<u64, InstallError> {
-    let io_err = |op, source| InstallError::Io {
-        op,
-        path: tmp.to_path_buf(),
-        source,
+    let io_err = |op, source: io::Error| {
+        if is_full(&source) {
+            InstallError::DestFull {
+                path: dest.to_path_buf(),
+                source,
+            }
+        } else {
+            InstallError::Io {
+                op,
+                path: tmp.to_path_buf(),
+                source,
+            }
+        }
     };
     // A leftover from a crashed run of a container that had the same PID (often 1).
     match std::fs::remove_file(tmp) {
@@ -311,33 +377,16 @@ fn write_temp(src: &mut File, source: &Path, tmp: &Path, dest: &Path) -> Result<
     Ok(written)
 }
 
-/// Reads a child's pipe to the end on its own thread, so a full pipe cannot stall it.
-fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut buf);
-        }
-        buf
-    })
-}
-
-/// Runs `<path> --version` with an empty environment; it must exit 0 within
-/// `timeout` and print this build's version line.
+/// Runs `<path> --version` with an empty environment, in its own process group
+/// (see [`crate::child`]); it must exit 0 within `timeout` and print this build's
+/// version line.
 fn check_runs(path: &Path, timeout: Duration) -> Result<String, InstallError> {
     let fail = |reason: String| InstallError::CopyDoesNotRun {
         path: path.to_path_buf(),
         reason,
     };
-    let mut child = Command::new(path)
-        .arg("--version")
-        .env_clear()
-        // A pipe closed at once rather than /dev/null, which a bare image may lack.
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
+    let ran =
+        child::run(Command::new(path).arg("--version").env_clear(), timeout).map_err(|e| {
             let hint = if e.kind() == io::ErrorKind::PermissionDenied {
                 " (is the volume mounted noexec?)"
             } else {
@@ -345,26 +394,13 @@ fn check_runs(path: &Path, timeout: Duration) -> Result<String, InstallError> {
             };
             fail(format!("cannot execute it: {e}{hint}"))
         })?;
-    drop(child.stdin.take());
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fail(format!(
-                    "`--version` did not finish within {timeout:?}"
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(fail(format!("waiting for it failed: {e}"))),
-        }
+    let Some(status) = ran.status else {
+        return Err(fail(format!(
+            "`--version` did not finish within {timeout:?}"
+        )));
     };
-    let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+    let stdout = String::from_utf8_lossy(&ran.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&ran.stderr).into_owned();
     if !status.success() {
         return Err(fail(format!(
             "`--version` exited with {status}; stderr: {}",
@@ -395,8 +431,10 @@ struct Doc {
     reason: String,
 }
 
-/// Runs `install`: 0 installed and verified, 2 destination missing or not
-/// writable, 1 the copy failed or does not run.
+/// Runs `install`: 0 installed and verified, 2 a destination it cannot use
+/// (missing, not writable, noexec, a directory in the way, the copy does not run
+/// there), 3 a write failed (full volume, I/O error), 1 the running binary cannot
+/// be read.
 pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
     let dest = args.dest.as_ref().filter(|d| !d.as_os_str().is_empty());
     let result = match dest {

@@ -5,13 +5,18 @@
 //! gathers (directory, live cluster, operator record, env hints) must say this is
 //! the bootstrap of a cluster that has not formed — a wiped seed must never
 //! silently re-restore its create-time snapshot and boot a one-member cluster whose
-//! IDs collide with the real one. An initialized directory is left alone (exit 0,
-//! idempotent). Then the cheap checks that avoid half-done work: the tool exists
+//! IDs collide with the real one. An initialized directory is never touched: with
+//! this restore's identity and the snapshot's data (its backend at or beyond the
+//! snapshot's revision) it is exit 0, idempotent; with this identity but without
+//! the data (a seed etcd bootstrapped empty with the same flags) 33; with another
+//! identity 11. Then the cheap checks that avoid half-done work: the tool exists
 //! and answers, the source exists, and the data dir's filesystem has room
 //! (`statvfs`, twice the snapshot plus the WAL segment etcd preallocates). Then
 //! the work, all inside `<data-dir>/.restore-staging/`: fetch and hash the
-//! snapshot, run the version-matched tool, fsync, verify the staged directory's
-//! identity with the inspector, and publish it with one atomic rename. Any failure
+//! snapshot, read its key-value content, run the version-matched tool (exit 31
+//! when it runs out of space, 32 when it fails or writes nothing), fsync, verify
+//! the staged directory's identity with the inspector and its content against the
+//! snapshot's, and publish it with one atomic rename. Any failure
 //! removes the staging directory, so the data dir is left as it was found; a crash
 //! leaves it as debris that the inspector tolerates and the next run removes.
 //!
@@ -44,7 +49,7 @@ use crate::restore::s3::{self, S3Location};
 use crate::restore::stage::{self, StageError, Staging};
 use crate::restore::tool::{self, RestoreRequest, ToolKind};
 use crate::restore::trailer::{has_trailer, TrailerCheck};
-use crate::restore::verify::{self, Expected};
+use crate::restore::verify::{self, Content, Expected};
 use crate::restore::{self as pieces};
 use crate::verdict::Verdict;
 
@@ -315,6 +320,15 @@ pub struct SpaceDoc {
     pub available: u64,
 }
 
+/// The content check: the snapshot's key-value data and the directory's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContentDoc {
+    /// The snapshot's `key` bucket, read before the tool ran.
+    pub snapshot: Content,
+    /// The restored (or already initialized) backend's.
+    pub data_dir: Option<Content>,
+}
+
 /// The JSON document of `restore`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RestoreReport {
@@ -346,6 +360,8 @@ pub struct RestoreReport {
     pub sha256: Option<String>,
     /// The restore tool.
     pub tool: Option<ToolDoc>,
+    /// What the content check compared (revision, key count, KV hash).
+    pub content: Option<ContentDoc>,
     /// The member ID the restore produces (derived for --name).
     pub member_id: Option<String>,
     /// The cluster ID the restore produces (derived from every member).
@@ -382,6 +398,7 @@ impl RestoreReport {
             sha256_verified: false,
             sha256: None,
             tool: None,
+            content: None,
             member_id: plan.map(|p| hex_id(p.expected.member_id)),
             cluster_id: plan.map(|p| hex_id(p.expected.cluster_id)),
             members: plan
@@ -444,12 +461,13 @@ fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gat
         Verdict::PhaseUnknown if live_answered => {
             Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
         }
-        Verdict::PhaseUnknown => Gate::Refuse(Exit::PhaseUnknown, "phase-unknown"),
-        Verdict::RefuseForeign => Gate::Refuse(Exit::RefuseForeign, "refuse-foreign"),
-        Verdict::RefuseCorrupt => Gate::Refuse(Exit::RefuseCorrupt, "refuse-corrupt"),
-        Verdict::RefusePartial => Gate::Refuse(Exit::RefusePartial, "refuse-partial"),
-        Verdict::RefuseRunning => Gate::Refuse(Exit::RefuseRunning, "refuse-running"),
-        Verdict::Unreadable => Gate::Refuse(Exit::Unreadable, "unreadable"),
+        // Every other refusal is preflight's own, with its own exit code.
+        v @ (Verdict::PhaseUnknown
+        | Verdict::RefuseForeign
+        | Verdict::RefuseCorrupt
+        | Verdict::RefusePartial
+        | Verdict::RefuseRunning
+        | Verdict::Unreadable) => Gate::Refuse(v.exit(), v.name()),
     }
 }
 
@@ -561,17 +579,20 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
             }
             let (m, c) = (pre.data_dir.member_id, pre.data_dir.cluster_id);
             if m != Some(p.expected.member_id) || c != Some(p.expected.cluster_id) {
-                r.notes.push(format!(
-                    "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore",
-                    m.map(hex_id).unwrap_or_default(),
-                    c.map(hex_id).unwrap_or_default(),
-                    hex_id(p.expected.member_id),
-                    hex_id(p.expected.cluster_id)
+                return Err(stop(
+                    Exit::RefuseForeign,
+                    "refuse-foreign",
+                    format!(
+                        "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore; nothing touched",
+                        m.map(hex_id).unwrap_or_default(),
+                        c.map(hex_id).unwrap_or_default(),
+                        hex_id(p.expected.member_id),
+                        hex_id(p.expected.cluster_id)
+                    ),
+                    "check --name, --initial-cluster and --initial-cluster-token against the cluster this volume belongs to; restore only into an empty data dir",
                 ));
             }
-            r.verdict = "already-initialized";
-            r.reason = format!("{}; nothing restored", pre.reason);
-            return Ok(());
+            return check_existing(p, r, &staging, &pre.reason);
         }
         Gate::Refuse(Exit::RestoreFormed, verdict) => {
             return Err(stop(
@@ -632,6 +653,243 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         ));
     }
 
+    let (fetched, skip_hash_check) = fetch_snapshot(p, r, &staging, true)?;
+    let cleanup = |s: Stop| discard_staging(&staging, s);
+
+    // The snapshot's own content, before the tool can change anything.
+    let snapshot_content = Content::of(&fetched.path).map_err(|e| {
+        cleanup(stop(
+            Exit::RestoreSource,
+            "source-failed",
+            format!(
+                "the snapshot {} is not a readable etcd backend: {e}",
+                p.source.describe()
+            ),
+            "the snapshot is corrupt or not an etcd snapshot; restore from another snapshot",
+        ))
+    })?;
+    r.content = Some(ContentDoc {
+        snapshot: snapshot_content,
+        data_dir: None,
+    });
+
+    // 7. The tool.
+    let t = Instant::now();
+    let restored = staging.restored();
+    let req = RestoreRequest {
+        snapshot: &fetched.path,
+        data_dir: &restored,
+        name: &p.name,
+        initial_cluster: &p.initial_cluster,
+        token: &p.token,
+        peer_urls: &p.peer_urls,
+        skip_hash_check,
+        bump_revision: p.bump_revision,
+        mark_compacted: p.mark_compacted,
+    };
+    let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
+        cleanup(if e.is_no_space() {
+            stop(
+                Exit::RestoreSpace,
+                "no-space",
+                e.to_string(),
+                "the data volume filled up while the tool wrote the restored member; give it more room (or free it), then retry",
+            )
+        } else {
+            stop(
+                Exit::RestoreTool,
+                "tool-failed",
+                e.to_string(),
+                "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
+            )
+        })
+    })?;
+    if let Some(doc) = r.tool.as_mut() {
+        doc.elapsed_ms = Some(ms(tool_elapsed));
+    }
+    r.timings_ms.insert("tool", ms(t.elapsed()));
+    pieces::test_pause("tool");
+
+    // 8. Durable, then verified.
+    let t = Instant::now();
+    stage::fsync_tree(&restored).map_err(|e| cleanup(stage_stop(e)))?;
+    let staged_ins = layout::inspect(&Paths::new(&restored, None), Options::default());
+    match verify::check(&staged_ins, &p.expected) {
+        Ok(notes) => r.notes.extend(notes),
+        Err(e) => {
+            r.staged = Some(staged_ins);
+            return Err(cleanup(stop(
+                Exit::RestoreVerify,
+                "verify-failed",
+                e.to_string(),
+                "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
+            )));
+        }
+    }
+    let staged_db = restored.join("member").join("snap").join("db");
+    match verify::check_content(&staged_db, &snapshot_content, p.bump_revision) {
+        Ok(found) => {
+            if let Some(c) = r.content.as_mut() {
+                c.data_dir = Some(found);
+            }
+        }
+        Err(e) => {
+            if let (Some(c), verify::ContentError::Differs { found, .. }) = (r.content.as_mut(), &e)
+            {
+                c.data_dir = Some(*found);
+            }
+            r.staged = Some(staged_ins);
+            return Err(cleanup(stop(
+                Exit::RestoreVerify,
+                "verify-failed",
+                e.to_string(),
+                "the restore tool did not restore this snapshot's data; check that ETCDUTL_PATH is the real etcdutl (or etcdctl for 3.4) of the snapshot's etcd version",
+            )));
+        }
+    }
+    r.timings_ms.insert("verify", ms(t.elapsed()));
+
+    // 9. Publish: one rename, then the parent's fsync.
+    pieces::test_pause("rename");
+    let t = Instant::now();
+    let data_paths = Paths::new(&p.data_dir, None);
+    stage::publish(&restored.join("member"), &data_paths.member_dir)
+        .map_err(|e| cleanup(stage_stop(e)))?;
+    pieces::test_pause("cleanup");
+    if let Err(e) = staging.remove() {
+        r.notes.push(format!(
+            "published, but could not remove the staging directory (the next run will): {e}"
+        ));
+    }
+    r.timings_ms.insert("publish", ms(t.elapsed()));
+
+    // 10. Read back what etcd will see.
+    let after = layout::inspect(&data_paths, Options::default());
+    let check = verify::check(&after, &p.expected);
+    r.data_dir = Some(after);
+    if let Err(e) = check {
+        return Err(stop(
+            Exit::RestoreVerify,
+            "verify-failed",
+            format!("after publishing: {e}"),
+            "keep the directory for analysis and report this: the staged copy verified but the published one does not",
+        ));
+    }
+    r.verdict = "restored";
+    r.reason = format!(
+        "restored {} ({} bytes{}; content verified: revision {}, {} keys, KV hash {:08x}, as in the snapshot) with {} {} as member {} ({}) of cluster {}",
+        p.source.describe(),
+        r.bytes,
+        if r.sha256_verified {
+            ", SHA-256 verified"
+        } else {
+            ", no trailer"
+        },
+        snapshot_content.revision,
+        snapshot_content.keys,
+        snapshot_content.kv_hash,
+        match tool.kind {
+            ToolKind::Etcdutl => "etcdutl",
+            ToolKind::Etcdctl => "etcdctl",
+        },
+        tool.version,
+        p.name,
+        hex_id(p.expected.member_id),
+        hex_id(p.expected.cluster_id)
+    );
+    Ok(())
+}
+
+/// An initialized directory with the identity this restore produces: exit 0 only
+/// when its backend holds the snapshot's data (revision at or beyond the
+/// snapshot's); a seed etcd bootstrapped empty with the same flags is 33.
+/// Nothing in the data dir is touched either way (an S3 snapshot is staged to be
+/// read, and the staging directory removed).
+fn check_existing(
+    p: &Plan,
+    r: &mut RestoreReport,
+    staging: &Staging,
+    pre_reason: &str,
+) -> Result<(), Stop> {
+    let db = Paths::new(&p.data_dir, None)
+        .member_dir
+        .join("snap")
+        .join("db");
+    let existing = Content::of(&db).map_err(|e| {
+        stop(
+            Exit::RestoreVerify,
+            "verify-failed",
+            format!(
+                "the data dir is initialized, but its backend {} cannot be read to compare with the snapshot: {e}",
+                db.display()
+            ),
+            "inspect the data dir (etcd-member-agent inspect); nothing was touched",
+        )
+    })?;
+    let source_failed = |e: &dyn std::fmt::Display| {
+        stop(
+            Exit::RestoreSource,
+            "source-failed",
+            format!(
+                "the snapshot {} is not a readable etcd backend: {e}",
+                p.source.describe()
+            ),
+            "the data dir was not touched; check the snapshot source",
+        )
+    };
+    let snapshot = match &p.source {
+        // Read in place: a healthy member's restart must not need room for a copy.
+        SourcePlan::File(path) => Content::of(path).map_err(|e| source_failed(&e))?,
+        SourcePlan::S3(_) => {
+            let (fetched, _) = fetch_snapshot(p, r, staging, false)?;
+            let c =
+                Content::of(&fetched.path).map_err(|e| discard_staging(staging, source_failed(&e)));
+            if let Err(e) = staging.remove() {
+                tracing::warn!(error = %e, "cannot remove the staging directory");
+            }
+            c?
+        }
+    };
+    r.content = Some(ContentDoc {
+        snapshot,
+        data_dir: Some(existing),
+    });
+    if !verify::holds_snapshot(&existing, &snapshot) {
+        return Err(stop(
+            Exit::RestoreVerify,
+            "verify-failed",
+            format!(
+                "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
+                existing.revision, existing.keys, snapshot.revision, snapshot.keys
+            ),
+            "do not start etcd on it: it would serve an empty keyspace as this cluster. Wipe the data dir (etcd-member-agent wipe) and rerun restore, or recover the member from its peers",
+        ));
+    }
+    r.verdict = "already-initialized";
+    r.reason = format!(
+        "{pre_reason}; its backend is at revision {} (the snapshot's is {}): nothing restored",
+        existing.revision, snapshot.revision
+    );
+    Ok(())
+}
+
+/// Removes the staging directory on the way out of a failed run.
+fn discard_staging(staging: &Staging, s: Stop) -> Stop {
+    if let Err(e) = staging.remove() {
+        tracing::warn!(error = %e, "cannot remove the staging directory");
+    }
+    s
+}
+
+/// Steps 4 to 6: the source, its size and room for it; the fetch into staging;
+/// the trailer. Returns the staged snapshot and whether the tool must skip its
+/// own hash check. `for_restore` false: only to read the snapshot's content.
+fn fetch_snapshot(
+    p: &Plan,
+    r: &mut RestoreReport,
+    staging: &Staging,
+    for_restore: bool,
+) -> Result<(Fetched, bool), Stop> {
     // 4. The source, its size, and room for it.
     let t = Instant::now();
     let fetch_deadline = t + p.download_timeout;
@@ -689,9 +947,14 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         return Err(no_trailer(&p.source, size));
     }
     let (fs_path, available) = stage::free_bytes(&p.data_dir).map_err(stage_stop)?;
-    let needed = size
-        .saturating_mul(2)
-        .saturating_add(WAL_SEGMENT_BYTES + SPACE_MARGIN_BYTES);
+    // A restore stages the snapshot and the tool writes the db and a WAL segment;
+    // checking an existing member needs room for the staged copy only.
+    let needed = if for_restore {
+        size.saturating_mul(2)
+            .saturating_add(WAL_SEGMENT_BYTES + SPACE_MARGIN_BYTES)
+    } else {
+        size.saturating_add(SPACE_MARGIN_BYTES)
+    };
     r.space = Some(SpaceDoc {
         path: fs_path.clone(),
         needed,
@@ -712,12 +975,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     // 5. Fetch into staging, hashing as the bytes pass.
     stage::ensure_dir(&p.data_dir).map_err(stage_stop)?;
     staging.create().map_err(stage_stop)?;
-    let cleanup = |s: Stop| -> Stop {
-        if let Err(e) = staging.remove() {
-            tracing::warn!(error = %e, "cannot remove the staging directory");
-        }
-        s
-    };
+    let cleanup = |s: Stop| discard_staging(staging, s);
     let staged = StagedSnapshot::create(&staging.snapshot(), size, &p.source.describe())
         .map_err(|e| cleanup(fetch_stop(e)))?;
     let remaining = fetch_deadline.saturating_duration_since(Instant::now());
@@ -783,98 +1041,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         }
     };
 
-    // 7. The tool.
-    let t = Instant::now();
-    let restored = staging.restored();
-    let req = RestoreRequest {
-        snapshot: &fetched.path,
-        data_dir: &restored,
-        name: &p.name,
-        initial_cluster: &p.initial_cluster,
-        token: &p.token,
-        peer_urls: &p.peer_urls,
-        skip_hash_check,
-        bump_revision: p.bump_revision,
-        mark_compacted: p.mark_compacted,
-    };
-    let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
-        cleanup(stop(
-            Exit::RestoreTool,
-            "tool-failed",
-            e.to_string(),
-            "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
-        ))
-    })?;
-    if let Some(doc) = r.tool.as_mut() {
-        doc.elapsed_ms = Some(ms(tool_elapsed));
-    }
-    r.timings_ms.insert("tool", ms(t.elapsed()));
-    pieces::test_pause("tool");
-
-    // 8. Durable, then verified.
-    let t = Instant::now();
-    stage::fsync_tree(&restored).map_err(|e| cleanup(stage_stop(e)))?;
-    let staged_ins = layout::inspect(&Paths::new(&restored, None), Options::default());
-    match verify::check(&staged_ins, &p.expected) {
-        Ok(notes) => r.notes.extend(notes),
-        Err(e) => {
-            r.staged = Some(staged_ins);
-            return Err(cleanup(stop(
-                Exit::RestoreVerify,
-                "verify-failed",
-                e.to_string(),
-                "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
-            )));
-        }
-    }
-    r.timings_ms.insert("verify", ms(t.elapsed()));
-
-    // 9. Publish: one rename, then the parent's fsync.
-    pieces::test_pause("rename");
-    let t = Instant::now();
-    let data_paths = Paths::new(&p.data_dir, None);
-    stage::publish(&restored.join("member"), &data_paths.member_dir)
-        .map_err(|e| cleanup(stage_stop(e)))?;
-    pieces::test_pause("cleanup");
-    if let Err(e) = staging.remove() {
-        r.notes.push(format!(
-            "published, but could not remove the staging directory (the next run will): {e}"
-        ));
-    }
-    r.timings_ms.insert("publish", ms(t.elapsed()));
-
-    // 10. Read back what etcd will see.
-    let after = layout::inspect(&data_paths, Options::default());
-    let check = verify::check(&after, &p.expected);
-    r.data_dir = Some(after);
-    if let Err(e) = check {
-        return Err(stop(
-            Exit::RestoreVerify,
-            "verify-failed",
-            format!("after publishing: {e}"),
-            "keep the directory for analysis and report this: the staged copy verified but the published one does not",
-        ));
-    }
-    r.verdict = "restored";
-    r.reason = format!(
-        "restored {} ({} bytes{}) with {} {} as member {} ({}) of cluster {}",
-        p.source.describe(),
-        r.bytes,
-        if r.sha256_verified {
-            ", SHA-256 verified"
-        } else {
-            ", no trailer"
-        },
-        match tool.kind {
-            ToolKind::Etcdutl => "etcdutl",
-            ToolKind::Etcdctl => "etcdctl",
-        },
-        tool.version,
-        p.name,
-        hex_id(p.expected.member_id),
-        hex_id(p.expected.cluster_id)
-    );
-    Ok(())
+    Ok((fetched, skip_hash_check))
 }
 
 fn no_trailer(source: &SourcePlan, size: u64) -> Stop {

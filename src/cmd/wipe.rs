@@ -9,24 +9,39 @@
 //!
 //! Symlinks are never followed: entries are examined with `lstat` (the directory
 //! entry's own metadata), a symlink is listed or unlinked as itself and its target
-//! is never read or removed. Directories are removed with `std::fs::remove_dir_all`,
-//! which works through directory descriptors (`openat(O_NOFOLLOW)`, `unlinkat`), so
-//! even a directory swapped for a symlink mid-wipe cannot lead it outside. The
-//! read-only listing walks by path; a swap there can only add entries to the list,
-//! which fails closed ("not empty"). Only the path the caller names is resolved as
-//! usual (a data dir may itself be a symlink to a volume).
+//! is never read or removed. The read-only listing walks by path; a swap there can
+//! only add entries to the list, which fails closed ("not empty"). Only the path the
+//! caller names is resolved as usual (a data dir may itself be a symlink to a volume).
+//!
+//! Mount points are never crossed: an entry on another device than the directory
+//! being wiped, or one that `/proc/self/mountinfo` names as a mount point (a bind
+//! mount of a directory on the same filesystem has the same `st_dev`), is listed as
+//! a `mount_point` and nothing beneath it is read or removed. Removal walks by
+//! directory descriptor (`openat(O_NOFOLLOW)`, `fstat` of the opened directory,
+//! `unlinkat`), so neither a mount nor a symlink swapped in mid-wipe leads it out.
+//! A separate `--wal-dir` is emptied only when it holds nothing but what etcd
+//! writes there (WAL segments, `*.tmp`, `*.broken`): a mistyped `ETCD_WAL_DIR`
+//! naming some other directory is refused with nothing removed.
 //!
 //! `wipe` keeps the directory itself (its mode and owner are the volume's), refuses
 //! while etcd holds its WAL or backend locks (exit 15, checked before anything is
 //! touched), fsyncs the directory, then runs the same verification as `verify-wipe`
 //! and exits with its result.
 
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use nix::dir::Dir;
 use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fstat, fstatat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde::Serialize;
 
 use crate::cli::WipeArgs;
@@ -44,6 +59,13 @@ const MAX_DEPTH: usize = 128;
 /// How many entries the human summary lists; the JSON document lists all of them.
 const HUMAN_LIST_LIMIT: usize = 40;
 
+/// Where the kernel lists this process's mounts.
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// The name endings of what etcd writes into a WAL dir: segments, preallocated
+/// segments, and segments set aside by `etcd --experimental-...-repair`.
+const WAL_DIR_SUFFIXES: [&str; 3] = [".wal", ".tmp", ".broken"];
+
 /// What kind of directory entry was found. Symlinks are never followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,6 +78,8 @@ pub enum EntryKind {
     Symlink,
     /// A FIFO, socket or device node.
     Other,
+    /// A mount point (another device, or a bind mount): listed, never entered or removed.
+    MountPoint,
 }
 
 impl EntryKind {
@@ -71,6 +95,83 @@ impl EntryKind {
             EntryKind::Other
         }
     }
+}
+
+/// The mount points a walk must not cross: anything on another device than the
+/// root, and every mount point the kernel lists under the root (a bind mount from
+/// the same filesystem keeps the device number, so `st_dev` alone misses it).
+#[derive(Debug, Clone, Default)]
+pub struct Fence {
+    /// The root's `st_dev`.
+    dev: u64,
+    /// The root, symlinks resolved (the form mountinfo uses).
+    root: PathBuf,
+    /// Mount points strictly beneath `root`, absolute.
+    mounts: BTreeSet<PathBuf>,
+}
+
+impl Fence {
+    /// Reads the root's device and the mount table.
+    fn new(root: &Path) -> Result<Self, FsError> {
+        let here = Path::new("");
+        let dev = std::fs::metadata(root)
+            .map_err(|e| FsError::new("stat", here, e))?
+            .dev();
+        let resolved = std::fs::canonicalize(root).map_err(|e| FsError::new("stat", here, e))?;
+        let table = std::fs::read(MOUNTINFO)
+            .map_err(|e| FsError::new("read mountinfo", Path::new(MOUNTINFO), e))?;
+        let mounts = mount_points(&table)
+            .into_iter()
+            .filter(|m| m != &resolved && m.starts_with(&resolved))
+            .collect();
+        Ok(Fence {
+            dev,
+            root: resolved,
+            mounts,
+        })
+    }
+
+    /// True when the entry at `rel` (relative to the root), with device `dev`, is
+    /// a mount point.
+    fn is_mount(&self, rel: &Path, dev: u64) -> bool {
+        dev != self.dev || self.mounts.contains(&self.root.join(rel))
+    }
+
+    /// True when some mount point lies strictly beneath `rel`.
+    fn holds_mount(&self, rel: &Path) -> bool {
+        let dir = self.root.join(rel);
+        self.mounts.iter().any(|m| m != &dir && m.starts_with(&dir))
+    }
+}
+
+/// The mount points in a `/proc/self/mountinfo` table (field 5, octal escapes undone).
+pub fn mount_points(table: &[u8]) -> Vec<PathBuf> {
+    table
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .map(|field| PathBuf::from(OsStr::from_bytes(&unescape_octal(field))))
+        .collect()
+}
+
+/// Undoes the kernel's `\ooo` escapes (space, tab, newline, backslash) in a mountinfo field.
+fn unescape_octal(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let digits = field.get(i + 1..i + 4);
+        match digits {
+            Some(d) if field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)) => {
+                let v = d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 4;
+            }
+            _ => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// One entry left in a directory.
@@ -205,17 +306,26 @@ fn root_is_dir(root: &Path) -> Result<bool, FsError> {
     }
 }
 
-/// Lists everything inside `root`, without following symlinks and without
-/// changing anything. A missing `root` is empty (`exists: false`).
+/// Lists everything inside `root`, without following symlinks, without crossing a
+/// mount point and without changing anything. A missing `root` is empty
+/// (`exists: false`).
 pub fn scan(root: &Path, allow_lost_found: bool) -> Scan {
     let mut out = Scan {
         path: root.to_path_buf(),
         exists: true,
         ..Scan::default()
     };
-    match root_is_dir(root) {
-        Ok(true) => walk(root, Path::new(""), 0, false, allow_lost_found, &mut out),
-        Ok(false) => out.exists = false,
+    match root_is_dir(root).and_then(|is_dir| is_dir.then(|| Fence::new(root)).transpose()) {
+        Ok(Some(fence)) => walk(
+            root,
+            Path::new(""),
+            0,
+            false,
+            allow_lost_found,
+            &fence,
+            &mut out,
+        ),
+        Ok(None) => out.exists = false,
         Err(e) => out.unreadable.push(Problem::from_error(&e, false)),
     }
     out
@@ -227,6 +337,7 @@ fn walk(
     depth: usize,
     tolerated: bool,
     allow_lost_found: bool,
+    fence: &Fence,
     out: &mut Scan,
 ) {
     let fail = |out: &mut Scan, e: FsError| out.unreadable.push(Problem::from_error(&e, tolerated));
@@ -246,6 +357,16 @@ fn walk(
                 continue;
             }
         };
+        if fence.is_mount(&child, st.dev()) {
+            // Never tolerated, never entered: what lies beneath is not the data dir's.
+            out.remaining.push(Entry {
+                path: rel_string(&child),
+                kind: EntryKind::MountPoint,
+                size: st.len(),
+                target: None,
+            });
+            continue;
+        }
         let kind = EntryKind::of(&st.file_type());
         let child_tolerated = tolerated || is_lost_found(depth, allow_lost_found, &name, kind);
         let target = match kind {
@@ -282,60 +403,174 @@ fn walk(
             depth + 1,
             child_tolerated,
             allow_lost_found,
+            fence,
             out,
         );
     }
 }
 
 /// Removes every entry inside `root` (keeping `root` itself, and a top-level
-/// `lost+found` when allowed), never following a symlink, then fsyncs `root`.
-/// Goes on past failures so that as much as possible is removed; returns every
-/// failure, and the caller verifies afterwards.
+/// `lost+found` when allowed), never following a symlink and never crossing a
+/// mount point (those are left, with the directories that hold them), then fsyncs
+/// `root`. Goes on past failures so that as much as possible is removed; returns
+/// every failure, and the caller verifies afterwards.
 pub fn remove_contents(root: &Path, keep_lost_found: bool) -> Vec<FsError> {
-    let mut errors = Vec::new();
     let here = Path::new("");
     match root_is_dir(root) {
         Ok(true) => {}
-        Ok(false) => return errors,
+        Ok(false) => return Vec::new(),
         Err(e) => return vec![e],
     }
-    let names = match list(root) {
-        Ok(names) => names,
-        Err(e) => return vec![FsError::new("readdir", here, e)],
+    let fence = match Fence::new(root) {
+        Ok(f) => f,
+        // Without the mount table a bind mount cannot be told apart: remove nothing.
+        Err(e) => return vec![e],
     };
-    for name in names {
-        let rel = Path::new(&name);
-        let path = root.join(&name);
-        let st = match std::fs::symlink_metadata(&path) {
-            Ok(st) => st,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                errors.push(FsError::new("stat", rel, e));
-                continue;
-            }
-        };
-        let kind = EntryKind::of(&st.file_type());
-        if is_lost_found(0, keep_lost_found, &name, kind) {
-            continue;
-        }
-        // remove_dir_all walks by descriptor and unlinks symlinks as themselves.
-        let (op, result) = if kind == EntryKind::Dir {
-            ("remove", std::fs::remove_dir_all(&path))
-        } else {
-            ("unlink", std::fs::remove_file(&path))
-        };
-        match result {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => errors.push(FsError::new(op, rel, e)),
-        }
-    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir = match Dir::open(root, flags, Mode::empty()) {
+        Ok(d) => d,
+        Err(e) => return vec![FsError::new("open", here, e)],
+    };
+    let mut errors = Vec::new();
+    remove_beneath(&dir, here, 0, keep_lost_found, &fence, &mut errors);
     // The removals of the top-level names are durable once the directory is synced;
     // everything below them is unreachable after that.
     if let Err(e) = File::open(root).and_then(|d| d.sync_all()) {
         errors.push(FsError::new("fsync", here, e));
     }
     errors
+}
+
+/// The names in an open directory, sorted, without `.` and `..`.
+fn list_fd(dir: &mut Dir) -> Result<Vec<OsString>, Errno> {
+    let mut names = Vec::new();
+    for entry in dir.iter() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(OsStr::from_bytes(&name).to_os_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Empties the directory open as `dir` (at `rel` under the fence's root) by
+/// descriptor. Returns true when something was deliberately left beneath it (a
+/// mount point, a kept `lost+found`), so its parent knows not to try `rmdir`.
+fn remove_beneath(
+    dir: &Dir,
+    rel: &Path,
+    depth: usize,
+    keep_lost_found: bool,
+    fence: &Fence,
+    errors: &mut Vec<FsError>,
+) -> bool {
+    // A second handle for readdir: `dir` stays usable for openat/unlinkat meanwhile.
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let names = match Dir::openat(dir.as_fd(), ".", flags, Mode::empty())
+        .and_then(|mut d| list_fd(&mut d))
+    {
+        Ok(names) => names,
+        Err(e) => {
+            errors.push(FsError::new("readdir", rel, e));
+            return true;
+        }
+    };
+    let mut kept = false;
+    for name in names {
+        let child = rel.join(&name);
+        let st = match fstatat(dir.as_fd(), name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) => continue,
+            Err(e) => {
+                errors.push(FsError::new("stat", &child, e));
+                kept = true;
+                continue;
+            }
+        };
+        let dev = st.st_dev;
+        let is_dir = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
+        if fence.is_mount(&child, dev) {
+            tracing::warn!(path = %child.display(), "mount point inside the wiped dir; left alone");
+            kept = true;
+            continue;
+        }
+        if is_dir && is_lost_found(depth, keep_lost_found, &name, EntryKind::Dir) {
+            kept = true;
+            continue;
+        }
+        if is_dir {
+            if depth + 1 >= MAX_DEPTH {
+                let e = io::Error::other("directory tree too deep to remove");
+                errors.push(FsError::new("remove", &child, e));
+                kept = true;
+                continue;
+            }
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let sub = match Dir::openat(dir.as_fd(), name.as_os_str(), flags, Mode::empty()) {
+                Ok(d) => d,
+                Err(Errno::ENOENT) => continue,
+                Err(e) => {
+                    errors.push(FsError::new("open", &child, e));
+                    kept = true;
+                    continue;
+                }
+            };
+            // What was opened, not what was stat'ed: a mount or a swap in between
+            // shows here as another device.
+            match fstat(sub.as_fd()) {
+                Ok(opened) if opened.st_dev == fence.dev && opened.st_ino == st.st_ino => {}
+                Ok(_) => {
+                    tracing::warn!(path = %child.display(), "entry changed while wiping; left alone");
+                    kept = true;
+                    continue;
+                }
+                Err(e) => {
+                    errors.push(FsError::new("stat", &child, e));
+                    kept = true;
+                    continue;
+                }
+            }
+            let held = remove_beneath(&sub, &child, depth + 1, false, fence, errors)
+                || fence.holds_mount(&child);
+            drop(sub);
+            if held {
+                kept = true;
+                continue;
+            }
+            match unlinkat(dir.as_fd(), name.as_os_str(), UnlinkatFlags::RemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => {
+                    errors.push(FsError::new("rmdir", &child, e));
+                    kept = true;
+                }
+            }
+        } else {
+            match unlinkat(dir.as_fd(), name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => {
+                    errors.push(FsError::new("unlink", &child, e));
+                    kept = true;
+                }
+            }
+        }
+    }
+    kept
+}
+
+/// The entries of a separate WAL dir that etcd would not have written there:
+/// anything but a regular file named `*.wal`, `*.tmp` or `*.broken` at its top
+/// level (a tolerated `lost+found` aside).
+fn foreign_wal_entries(scan: &Scan) -> Vec<&Entry> {
+    scan.remaining
+        .iter()
+        .filter(|e| {
+            let etcds = e.kind == EntryKind::File
+                && !e.path.contains('/')
+                && WAL_DIR_SUFFIXES.iter().any(|s| e.path.ends_with(s));
+            !etcds
+        })
+        .collect()
 }
 
 /// A request that cannot be carried out as asked.
@@ -493,7 +728,19 @@ impl Outcome {
             }
             _ => {
                 let n = data.remaining.len() + wal.as_ref().map_or(0, |w| w.remaining.len());
-                format!("{n} entries remain")
+                let mounts = scans
+                    .iter()
+                    .flat_map(|s| s.remaining.iter())
+                    .filter(|e| e.kind == EntryKind::MountPoint)
+                    .count();
+                if mounts > 0 {
+                    format!(
+                        "{n} entries remain, {mounts} of them mount points \
+                         (never entered or removed: unmount them first)"
+                    )
+                } else {
+                    format!("{n} entries remain")
+                }
             }
         };
         Outcome {
@@ -590,6 +837,7 @@ impl Outcome {
                         EntryKind::Dir => "dir",
                         EntryKind::Symlink => "symlink",
                         EntryKind::Other => "other",
+                        EntryKind::MountPoint => "mount point",
                     };
                     let target = e
                         .target
@@ -664,6 +912,43 @@ pub fn run(args: &WipeArgs) -> anyhow::Result<Exit> {
         out.removed = Some(0);
         out.errors = Some(Vec::new());
         out.locks = Some(locks);
+        return out.print("wipe", args);
+    }
+    let foreign: Vec<String> = before_wal
+        .iter()
+        .flat_map(|w| foreign_wal_entries(w).into_iter().map(|e| e.path.clone()))
+        .collect();
+    let wal_unreadable = before_wal.as_ref().is_some_and(|w| !w.readable());
+    if !foreign.is_empty() || wal_unreadable {
+        let wal = wal_dir
+            .as_deref()
+            .unwrap_or(Path::new(""))
+            .display()
+            .to_string();
+        tracing::warn!(wal_dir = %wal, foreign = foreign.len(), "not a WAL dir; not wiping");
+        let mut out = Outcome::verified(before, before_wal);
+        out.exit = if wal_unreadable {
+            Exit::Unreadable
+        } else {
+            Exit::WipeIncomplete
+        };
+        let shown: Vec<&str> = foreign.iter().take(10).map(String::as_str).collect();
+        out.reason = if wal_unreadable {
+            format!("--wal-dir {wal} could not be read in full; nothing was removed")
+        } else {
+            format!(
+                "--wal-dir {wal} holds entries etcd does not write there ({}{}); \
+                 it may not be a WAL dir, so nothing was removed",
+                shown.join(", "),
+                if foreign.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            )
+        };
+        out.removed = Some(0);
+        out.errors = Some(Vec::new());
         return out.print("wipe", args);
     }
     let before_count = count(&before, &before_wal);

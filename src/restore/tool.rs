@@ -12,14 +12,21 @@
 //! Tools run with an empty environment: etcd's tools read `ETCD_*`/`ETCDCTL_*`
 //! variables as flags, and the init container's env is full of them
 //! (`ETCD_DATA_DIR`, `ETCD_INITIAL_CLUSTER`, …) — a stray one would silently
-//! change what the restore does. Every run is bounded and killed on timeout.
+//! change what the restore does. Every run (the `version` probe too) is bounded:
+//! the tool leads its own process group and the whole group is killed at the
+//! deadline, so a wrapper's forked children cannot hold the restore.
+//!
+//! A tool named by `ETCDUTL_PATH` is the only candidate: one that is missing or
+//! cannot run fails the restore (32) rather than falling back to whatever
+//! `/usr/local/bin` or `PATH` holds, which could be another etcd line's tool.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+use crate::child::{self, Ran};
 
 /// Where the etcd image keeps its binaries.
 pub const IMAGE_BIN_DIR: &str = "/usr/local/bin";
@@ -57,6 +64,26 @@ pub enum ToolError {
     NotFound {
         /// Every candidate and why it was not used.
         tried: Vec<String>,
+    },
+    /// The tool `ETCDUTL_PATH` names cannot be used; no other is tried.
+    #[error("the restore tool ETCDUTL_PATH names ({}) cannot be used, and no other tool is tried in its place: {}", path.display(), tried.join("; "))]
+    Named {
+        /// `ETCDUTL_PATH`.
+        path: PathBuf,
+        /// Why each candidate under it was not used.
+        tried: Vec<String>,
+    },
+    /// The tool exited 0 but did not create the data dir it was asked for.
+    #[error("{} snapshot restore exited 0 but wrote no {}; it printed: stdout: {stdout:?} stderr: {stderr:?}", path.display(), missing.display())]
+    WroteNothing {
+        /// The tool.
+        path: PathBuf,
+        /// What should exist now.
+        missing: PathBuf,
+        /// The end of its stdout.
+        stdout: String,
+        /// The end of its stderr.
+        stderr: String,
     },
     /// The tool could not be started.
     #[error("cannot run {path}: {source}")]
@@ -99,57 +126,24 @@ pub enum ToolError {
     },
 }
 
-/// What a bounded run produced.
-struct Ran {
-    status: Option<ExitStatus>,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut buf);
+impl ToolError {
+    /// True when the tool ran out of space on the data volume (Go prints ENOSPC
+    /// as `no space left on device`): the remedy is room, not another tool.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            ToolError::Failed { stderr, .. } => stderr
+                .to_ascii_lowercase()
+                .contains("no space left on device"),
+            _ => false,
         }
-        buf
-    })
-}
-
-fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 
-/// Runs `cmd` with an empty environment (plus `env`), killing it at `timeout`.
+/// Runs `cmd` with an empty environment (plus `env`), in its own process group,
+/// killing the group at `timeout` (see [`crate::child`]).
 fn run(cmd: &mut Command, env: &[(&str, &str)], timeout: Duration) -> std::io::Result<Ran> {
-    cmd.env_clear()
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn()?;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let status = wait_bounded(&mut child, timeout)?;
-    Ok(Ran {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
+    cmd.env_clear().envs(env.iter().copied());
+    child::run(cmd, timeout)
 }
 
 fn tail(bytes: &[u8]) -> String {
@@ -260,16 +254,23 @@ fn candidates(explicit: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> Ve
     out
 }
 
-/// Finds the restore tool (see the module doc for the order).
+/// Finds the restore tool (see the module doc for the order). A tool named by
+/// `ETCDUTL_PATH` (or a directory it names) is the only place looked at.
 pub fn find(explicit: Option<&Path>) -> Result<Tool, ToolError> {
     let path_var = std::env::var_os("PATH");
     let mut tried = Vec::new();
-    if let Some(p) = explicit {
-        if !p.exists() {
-            tried.push(format!("ETCDUTL_PATH {}: does not exist", p.display()));
+    let list = match explicit {
+        Some(p) if !p.exists() => {
+            return Err(ToolError::Named {
+                path: p.to_path_buf(),
+                tried: vec![format!("{}: does not exist", p.display())],
+            })
         }
-    }
-    for candidate in candidates(explicit, path_var.as_deref()) {
+        Some(p) if p.is_dir() => vec![p.join("etcdutl"), p.join("etcdctl")],
+        Some(p) => vec![p.to_path_buf()],
+        None => candidates(None, path_var.as_deref()),
+    };
+    for candidate in list {
         if !candidate.exists() {
             continue;
         }
@@ -282,6 +283,15 @@ pub fn find(explicit: Option<&Path>) -> Result<Tool, ToolError> {
             }
             Err(why) => tried.push(why),
         }
+    }
+    if let Some(p) = explicit {
+        if tried.is_empty() {
+            tried.push(format!("{}: holds no etcdutl or etcdctl", p.display()));
+        }
+        return Err(ToolError::Named {
+            path: p.to_path_buf(),
+            tried,
+        });
     }
     if tried.is_empty() {
         tried.push(format!(
@@ -407,6 +417,14 @@ impl Tool {
                 status: s.to_string(),
                 stderr: tail(&ran.stderr),
             }),
+            Some(_) if !r.data_dir.join("member").join("snap").join("db").is_file() => {
+                Err(ToolError::WroteNothing {
+                    path: self.path.clone(),
+                    missing: r.data_dir.join("member").join("snap").join("db"),
+                    stdout: tail(&ran.stdout),
+                    stderr: tail(&ran.stderr),
+                })
+            }
             Some(_) => {
                 tracing::info!(
                     elapsed_ms = elapsed.as_millis() as u64,

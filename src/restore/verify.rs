@@ -4,10 +4,23 @@
 //! derives, with exactly that membership (by ID and peer URLs). A restore tool
 //! that silently ignored a flag, wrote somewhere else, or restored a different
 //! cluster is caught here, before anything is published.
+//!
+//! Identity is not enough: a tool that restored another, smaller snapshot with the
+//! right flags, or a seed that etcd bootstrapped empty with the same flags, has the
+//! right IDs and none of the data. So the content is compared too: the `key`
+//! bucket (every revision of every key, what clients read) of the staged backend
+//! must hash, count and end at the same revision as the snapshot's own, computed
+//! from the snapshot before the tool ran. Only the `key` bucket: the tool rewrites
+//! `members`, `meta` (the consistent index becomes the new cluster's commit index)
+//! and `cluster`, so the whole-file hash `etcdutl snapshot status` prints differs
+//! by design.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
+use crate::disk::bbolt::{BoltError, Db};
 use crate::disk::ids;
 use crate::disk::layout::Inspection;
 use crate::output::hex_id;
@@ -62,6 +75,139 @@ pub struct VerifyError {
     pub dir: PathBuf,
     /// Every difference found.
     pub problems: Vec<String>,
+}
+
+/// The root bucket holding every revision of every key.
+const KEY_BUCKET: &[u8] = b"key";
+/// A revision key: main revision (8 bytes, big endian), `_`, sub revision.
+const REVISION_KEY_LEN: usize = 17;
+
+/// What a backend holds for clients: the `key` bucket, summarized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Content {
+    /// Main revision of the last key (0 when the bucket is empty or missing).
+    pub revision: i64,
+    /// Entries in the `key` bucket (one per revision of a key).
+    pub keys: u64,
+    /// CRC-32C over every key and value of the bucket, in key order.
+    pub kv_hash: u32,
+}
+
+impl Content {
+    /// Reads the `key` bucket of a bbolt file: a data dir's `member/snap/db` or a
+    /// `snapshot save` image (its SHA-256 trailer lies past the last page).
+    pub fn of(db: &Path) -> Result<Content, BoltError> {
+        Content::up_to(db, i64::MAX)
+    }
+
+    /// Like [`Content::of`], with `keys` and `kv_hash` over the revisions up to
+    /// `max_revision` only (`revision` is still the newest of all): what a
+    /// restore with `--bump-revision` keeps of the snapshot, beside the one
+    /// revision key etcdutl adds past it.
+    pub fn up_to(db: &Path, max_revision: i64) -> Result<Content, BoltError> {
+        let db = Db::open(db)?;
+        let mut c = Content {
+            revision: 0,
+            keys: 0,
+            kv_hash: 0,
+        };
+        db.for_each_kv(KEY_BUCKET, |k, v| {
+            let main = main_revision(k);
+            if main.is_none_or(|m| m <= max_revision) {
+                c.kv_hash = crc32c::crc32c_append(crc32c::crc32c_append(c.kv_hash, k), v);
+                c.keys += 1;
+            }
+            if let Some(main) = main {
+                c.revision = main;
+            }
+        })?;
+        // A compaction can remove the newest key (a deletion's tombstone); etcd
+        // then resumes from the compacted revision it recorded.
+        for name in [&b"finishedCompactRev"[..], b"scheduledCompactRev"] {
+            if let Some(rev) = db.get(b"meta", name)?.as_deref().and_then(main_revision) {
+                c.revision = c.revision.max(rev);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// The main revision of a revision key.
+fn main_revision(key: &[u8]) -> Option<i64> {
+    let main = key.get(..8).filter(|_| key.len() >= REVISION_KEY_LEN)?;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(main);
+    Some(i64::from_be_bytes(b))
+}
+
+/// The staged backend's content differs from the snapshot's (exit 33).
+#[derive(Debug, thiserror::Error)]
+pub enum ContentError {
+    /// The staged backend could not be read.
+    #[error("cannot read the restored backend {}: {source}", path.display())]
+    Unreadable {
+        /// The backend file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: BoltError,
+    },
+    /// The key-value data differ.
+    #[error(
+        "the restored backend does not hold the snapshot's data: the snapshot has revision {}, {} keys, KV hash {:08x}; the restored backend has revision {}, {} keys, KV hash {:08x}",
+        expected.revision, expected.keys, expected.kv_hash, found.revision, found.keys, found.kv_hash
+    )]
+    Differs {
+        /// The snapshot's.
+        expected: Content,
+        /// The restored backend's.
+        found: Content,
+    },
+}
+
+/// Checks that the backend at `db` holds exactly the snapshot's key-value data;
+/// with `bump_revision` > 0 (etcdutl's `--bump-revision`), the snapshot's data
+/// and a revision at least that far past the snapshot's.
+pub fn check_content(
+    db: &Path,
+    snapshot: &Content,
+    bump_revision: u64,
+) -> Result<Content, ContentError> {
+    let unreadable = |source| ContentError::Unreadable {
+        path: db.to_path_buf(),
+        source,
+    };
+    let found = if bump_revision == 0 {
+        Content::of(db).map_err(unreadable)?
+    } else {
+        Content::up_to(db, snapshot.revision).map_err(unreadable)?
+    };
+    let bumped_to = snapshot
+        .revision
+        .saturating_add(i64::try_from(bump_revision).unwrap_or(i64::MAX));
+    let same = if bump_revision == 0 {
+        found == *snapshot
+    } else {
+        found.keys == snapshot.keys
+            && found.kv_hash == snapshot.kv_hash
+            && found.revision >= bumped_to
+    };
+    if same {
+        Ok(found)
+    } else {
+        Err(ContentError::Differs {
+            expected: *snapshot,
+            found,
+        })
+    }
+}
+
+/// True when an initialized member's backend holds at least the snapshot's data:
+/// its revision is at or beyond the snapshot's (etcd only adds revisions, and a
+/// compaction keeps the revision counter). A member etcd bootstrapped empty
+/// instead of restoring has revision 0 or the few of its own writes.
+pub fn holds_snapshot(existing: &Content, snapshot: &Content) -> bool {
+    existing.revision >= snapshot.revision
 }
 
 fn sorted_normalized(urls: &[String]) -> Vec<String> {
