@@ -265,14 +265,6 @@ pub struct PreflightReport {
     pub boot_id: Option<String>,
 }
 
-/// The kernel's boot ID, or `None` where it cannot be read.
-pub fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
-
 /// Runs `preflight`.
 pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
     let cfg = match Config::from_args(args) {
@@ -495,7 +487,7 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         pod_uid: cfg.me.pod_uid.clone(),
-        boot_id: boot_id(),
+        boot_id: evidence::boot_id(),
     })
 }
 

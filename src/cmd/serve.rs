@@ -168,6 +168,7 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
         data_dir: args.dirs.data_dir.clone(),
         wal_dir: args.dirs.wal_dir.clone(),
         verdict_file: args.verdict_file.clone(),
+        pod_uid: args.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
         poll_interval,
         poll_timeout,
         kube,

@@ -62,6 +62,15 @@ pub(crate) fn remaining(deadline: tokio::time::Instant) -> std::time::Duration {
     deadline.saturating_duration_since(tokio::time::Instant::now())
 }
 
+/// The node's boot ID (`/proc/sys/kernel/random/boot_id`), or `None` where it
+/// cannot be read: with the Pod UID it tells one Pod start from another.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

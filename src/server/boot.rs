@@ -38,6 +38,53 @@ pub enum VerdictFileError {
         /// What is wrong.
         detail: String,
     },
+    /// The file was written for another Pod, or before the node's last boot:
+    /// not this Pod start's verdict.
+    #[error("the verdict file {} is of an earlier Pod start: {detail}", path.display())]
+    EarlierPodStart {
+        /// The file.
+        path: PathBuf,
+        /// Which record differs.
+        detail: String,
+    },
+}
+
+/// What identifies this Pod start, to tell this start's verdict file from one
+/// an earlier start left in a kept volume.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodStart {
+    /// This Pod's UID (`POD_UID`), when known.
+    pub pod_uid: Option<String>,
+    /// The node's boot ID, when readable.
+    pub boot_id: Option<String>,
+}
+
+impl PodStart {
+    /// This process's Pod start: `pod_uid` and the kernel's boot ID.
+    pub fn current(pod_uid: Option<String>) -> PodStart {
+        PodStart {
+            pod_uid,
+            boot_id: crate::evidence::boot_id(),
+        }
+    }
+
+    /// Why `doc` (a verdict document) is not of this Pod start, if it is not.
+    /// A record the file or this process lacks proves nothing either way (an
+    /// older preflight wrote neither).
+    pub fn mismatch(&self, doc: &Value) -> Option<String> {
+        let recorded = |key: &str| doc.get(key).and_then(Value::as_str);
+        for (key, ours, what) in [
+            ("pod_uid", self.pod_uid.as_deref(), "Pod"),
+            ("boot_id", self.boot_id.as_deref(), "node boot"),
+        ] {
+            if let (Some(theirs), Some(ours)) = (recorded(key), ours) {
+                if theirs != ours {
+                    return Some(format!("written in {what} {theirs}, this is {what} {ours}"));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// The largest verdict file read; preflight's are a few KiB.
@@ -45,7 +92,10 @@ const MAX_VERDICT_BYTES: u64 = 1 << 20;
 
 /// Reads the verdict `preflight` wrote; `Ok(None)` when there is no file (no
 /// preflight init container, or a deployment without the shared volume).
-pub fn read_verdict(path: &Path) -> Result<Option<PreflightVerdict>, VerdictFileError> {
+pub fn read_verdict(
+    path: &Path,
+    this_start: &PodStart,
+) -> Result<Option<PreflightVerdict>, VerdictFileError> {
     use std::io::Read;
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -68,6 +118,12 @@ pub fn read_verdict(path: &Path) -> Result<Option<PreflightVerdict>, VerdictFile
         path: path.to_owned(),
         detail: e.to_string(),
     })?;
+    if let Some(detail) = this_start.mismatch(&doc) {
+        return Err(VerdictFileError::EarlierPodStart {
+            path: path.to_owned(),
+            detail,
+        });
+    }
     parse_verdict(&doc, path)
         .map(Some)
         .map_err(|detail| VerdictFileError::Malformed {
@@ -155,6 +211,33 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn regression_a_verdict_file_of_an_earlier_pod_start_is_never_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("preflight.json");
+        let doc = json!({
+            "verdict": "start", "exit_code": 0, "reason": "", "remedy": "",
+            "pod_uid": "pod-a", "boot_id": "boot-1",
+            "data_dir": {"member_id": "8e9e05c52164694d", "cluster_id": "cdf818194e3a8c32"}
+        });
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let start = |pod: &str, boot: &str| PodStart {
+            pod_uid: Some(pod.into()),
+            boot_id: Some(boot.into()),
+        };
+        assert!(read_verdict(&path, &start("pod-a", "boot-1"))
+            .unwrap()
+            .is_some());
+        for other in [start("pod-b", "boot-1"), start("pod-a", "boot-2")] {
+            match read_verdict(&path, &other) {
+                Err(VerdictFileError::EarlierPodStart { .. }) => {}
+                got => panic!("{other:?}: {got:?}"),
+            }
+        }
+        // Unknown on either side proves nothing: an older preflight's file.
+        assert!(read_verdict(&path, &PodStart::default()).unwrap().is_some());
+    }
+
+    #[test]
     fn a_full_verdict_is_read() {
         let doc = json!({
             "verdict": "start",
@@ -201,10 +284,13 @@ mod tests {
     fn a_missing_file_is_no_verdict_and_garbage_is_an_error() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("preflight.json");
-        assert!(matches!(read_verdict(&path), Ok(None)));
+        assert!(matches!(
+            read_verdict(&path, &PodStart::default()),
+            Ok(None)
+        ));
         std::fs::write(&path, b"\x00not json").unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
-            read_verdict(&path),
+            read_verdict(&path, &PodStart::default()),
             Err(VerdictFileError::Malformed { .. })
         ));
     }

@@ -25,6 +25,9 @@ pub struct Config {
     pub wal_dir: Option<PathBuf>,
     /// Where preflight wrote its verdict.
     pub verdict_file: PathBuf,
+    /// This Pod's UID (`POD_UID`): a verdict file written for another Pod is
+    /// not this Pod start's.
+    pub pod_uid: Option<String>,
     /// How often the local member is polled.
     pub poll_interval: Duration,
     /// How long one poll may take (connect, Status, MemberList).

@@ -330,7 +330,8 @@ fn flatten_http(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Optio
 
 /// The verdict file and the WAL, read once (the WAL in the blocking pool).
 async fn read_boot(config: &Config) -> Boot {
-    let verdict = match boot::read_verdict(&config.verdict_file) {
+    let this_start = boot::PodStart::current(config.pod_uid.clone());
+    let verdict = match boot::read_verdict(&config.verdict_file, &this_start) {
         Ok(Some(v)) => {
             tracing::info!(path = %config.verdict_file.display(), verdict = %v.verdict, exit_code = v.exit_code, "read this Pod start's preflight verdict");
             Some(v)
