@@ -132,16 +132,28 @@ pub enum Row {
     /// derive, and no source vouches for them (an earlier incarnation's PVC).
     #[serde(rename = "6a")]
     ForeignIncarnation,
-    /// 6b: the leader's list of the directory's cluster no longer has the
-    /// directory's member: it was removed.
+    /// 6b: the member was removed: the directory records its removal, or the
+    /// leader's list of the directory's cluster no longer has it while it has
+    /// every other member the directory records.
     #[serde(rename = "6b")]
     Removed,
+    /// 6c: a cluster with the directory's cluster ID answers, but its list
+    /// lacks members the directory records, or its term is behind the
+    /// directory's: another history (a re-bootstrapped or restored member)
+    /// answers under this cluster ID.
+    #[serde(rename = "6c")]
+    Fork,
     /// 7: empty, and this member started before.
     #[serde(rename = "7")]
     EmptyFormed,
     /// 7a: a WAL with no entry and no snapshot, and this member started before.
     #[serde(rename = "7a")]
     EmptyLogFormed,
+    /// 7b: the directory's membership is this member alone while the live list
+    /// of its cluster ID has other started members: it re-bootstrapped (or is a
+    /// copy from before the cluster grew); its data is not the cluster's.
+    #[serde(rename = "7b")]
+    Rebootstrapped,
     /// 8: empty, listed as added but never started: join.
     #[serde(rename = "8")]
     Join,
@@ -171,7 +183,7 @@ pub enum Row {
 
 impl Row {
     /// Every row, in the order of the documented table.
-    pub const ALL: [Row; 21] = [
+    pub const ALL: [Row; 23] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -183,8 +195,10 @@ impl Row {
         Row::Foreign,
         Row::ForeignIncarnation,
         Row::Removed,
+        Row::Fork,
         Row::EmptyFormed,
         Row::EmptyLogFormed,
+        Row::Rebootstrapped,
         Row::Join,
         Row::JoinSelfOnly,
         Row::JoinUntrusted,
@@ -209,8 +223,10 @@ impl Row {
             Row::Foreign => "6",
             Row::ForeignIncarnation => "6a",
             Row::Removed => "6b",
+            Row::Fork => "6c",
             Row::EmptyFormed => "7",
             Row::EmptyLogFormed => "7a",
+            Row::Rebootstrapped => "7b",
             Row::Join => "8",
             Row::JoinSelfOnly => "8a",
             Row::JoinUntrusted => "8b",
@@ -232,8 +248,10 @@ impl Row {
             Row::Corrupt => Verdict::RefuseCorrupt,
             Row::Partial => Verdict::RefusePartial,
             Row::Start | Row::StartStaleRecord | Row::StartEmptyLog => Verdict::Start,
-            Row::Foreign | Row::ForeignIncarnation | Row::Removed => Verdict::RefuseForeign,
-            Row::EmptyFormed | Row::EmptyLogFormed | Row::JoinSelfOnly => {
+            Row::Foreign | Row::ForeignIncarnation | Row::Removed | Row::Fork => {
+                Verdict::RefuseForeign
+            }
+            Row::EmptyFormed | Row::EmptyLogFormed | Row::Rebootstrapped | Row::JoinSelfOnly => {
                 Verdict::RefuseEmptyFormed
             }
             Row::Join => Verdict::Join,
@@ -265,6 +283,16 @@ pub struct DirFacts {
     /// The WAL holds no entry and no snapshot: the log is empty although the
     /// directory is initialized as far as etcd is concerned.
     pub empty_log: bool,
+    /// The member IDs of the directory's own membership.
+    pub recorded_members: Vec<u64>,
+    /// Member IDs the directory records as removed.
+    pub removed_ids: Vec<u64>,
+    /// The directory records its own member's removal.
+    pub self_removed: bool,
+    /// The peer URLs of the WAL's own entry adding its member, while it holds it.
+    pub added_with_peer_urls: Option<Vec<String>>,
+    /// The term of the directory's HardState.
+    pub term: u64,
     /// A symlink inside the data dir where etcd expects a directory (a
     /// `member/wal` pointing elsewhere): a configuration matter.
     pub symlinked: Option<String>,
@@ -297,6 +325,8 @@ pub struct SelfFacts {
     pub derived: Option<DerivedIds>,
     /// This Pod's UID (`POD_UID`, downward API), when configured.
     pub pod_uid: Option<String>,
+    /// `--initial-cluster-token`.
+    pub token: Option<String>,
 }
 
 impl SelfFacts {
@@ -337,6 +367,8 @@ pub struct LiveFacts {
     pub majority_heard: bool,
     /// One of the answers was the leader's.
     pub leader_heard: bool,
+    /// The raft term of the freshest answer, when it gave one.
+    pub raft_term: Option<u64>,
 }
 
 impl LiveMemberFacts {
@@ -465,7 +497,9 @@ const REMEDY_FOREIGN: &str = "check which volume is mounted here (a swapped or r
 
 const REMEDY_INCARNATION: &str = "this volume holds the data of an earlier cluster (another --initial-cluster-token or member set) that a new cluster of the same name inherited; do not start etcd on it. Keep it if that cluster's data matters, otherwise wipe it (etcd-member-agent wipe) or give the member a new volume, and let it bootstrap or restore afresh";
 
-const REMEDY_REMOVED: &str = "this member was removed from the cluster and etcd would exit on this directory (\"the member has been permanently removed\"); remove the data (etcd-member-agent wipe) and add the member again (etcdctl member add, then start it with the flags member add prints), or with the operator delete the EtcdMember so it is replaced";
+const REMEDY_REMOVED: &str = "this member was removed from the cluster and etcd would exit on this directory (\"the member has been permanently removed\"); remove the data (etcd-member-agent wipe) and add the member again (etcdctl member add, then start it with the flags member add prints; if the live list already shows it added again and unstarted, only remove the data), or with the operator delete the EtcdMember so it is replaced";
+
+const REMEDY_FORK: &str = "do not wipe this directory: it may hold the only copy of the cluster's data. Another history answers under this cluster ID — a member that re-bootstrapped a fresh cluster with the same IDs (a wiped seed started with =new, a restore re-run) or a restored cluster. Find that member (its member list names few members, its raft term and index are low), stop it, and start the members whose directories are intact; then remove and re-add the re-bootstrapped one";
 
 fn decision(row: Row, reason: String, remedy: &str) -> Decision {
     Decision {
@@ -568,6 +602,11 @@ fn decide_initialized(i: &Inputs) -> Decision {
             && l.member(wal_member)
                 .is_some_and(|m| m.started && m.is(&i.me))
     });
+    let dir_member_is_me = matches!((&i.dir.recorded_name, &i.me.name), (Some(r), Some(n)) if r == n)
+        || i.dir
+            .recorded_peer_urls
+            .as_ref()
+            .is_some_and(|urls| urls.iter().any(|u| i.me.has_peer_url(u)));
     let mut stale = Vec::new();
     let recorded = [
         Recorded {
@@ -586,9 +625,18 @@ fn decide_initialized(i: &Inputs) -> Decision {
             continue;
         };
         let gone = live.is_some_and(|l| l.member(id).is_none());
-        if live_vouches_member && gone {
+        // The directory itself saw the recorded ID removed, and records its
+        // own member as this one: no peer is needed to know the record is
+        // stale (quorum loss is exactly when none answers).
+        let dir_says_stale = i.dir.removed_ids.contains(&id) && dir_member_is_me;
+        if (live_vouches_member && gone) || dir_says_stale {
+            let by = if live_vouches_member && gone {
+                "which the live member list no longer has"
+            } else {
+                "whose removal the directory itself records"
+            };
             stale.push(format!(
-                "{} records member ID {}, which the live member list no longer has: a stale record of an earlier incarnation",
+                "{} records member ID {}, {by}: a stale record of an earlier incarnation",
                 r.source,
                 hex_id(id)
             ));
@@ -706,11 +754,71 @@ fn decide_initialized(i: &Inputs) -> Decision {
             }
         }
     }
+    // The WAL's own entry adding its member, hashed with this member's token,
+    // gives the WAL's member ID: the directory was bootstrapped with this token
+    // (its URL may have been updated since), not by an earlier incarnation.
+    let same_token = match (&i.dir.added_with_peer_urls, &i.me.token) {
+        (Some(urls), Some(token)) => crate::disk::ids::member_id(urls, token) == wal_member,
+        _ => false,
+    };
     let vouched = op
         .is_some_and(|o| o.member_id == Some(wal_member) || o.cluster_id == Some(wal_cluster))
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
         || i.hint_member_id == Some(wal_member)
-        || i.hint_cluster_id == Some(wal_cluster);
+        || i.hint_cluster_id == Some(wal_cluster)
+        || same_token;
+
+    // A removal takes one member out and leaves the others: a list of the
+    // directory's cluster ID that lacks other members the directory records,
+    // or whose term is behind the directory's, is another history under the
+    // same ID (a re-bootstrapped seed, a restore), not the cluster's word.
+    let others_recorded: Vec<u64> = i
+        .dir
+        .recorded_members
+        .iter()
+        .copied()
+        .filter(|&id| id != wal_member && !i.dir.removed_ids.contains(&id))
+        .collect();
+    let fork = live.filter(|l| l.cluster_id == wal_cluster).and_then(|l| {
+        let missing: Vec<String> = others_recorded
+            .iter()
+            .filter(|&&id| l.member(id).is_none())
+            .map(|&id| hex_id(id))
+            .collect();
+        let behind = l.raft_term.is_some_and(|t| t < i.dir.term);
+        if !missing.is_empty() {
+            Some(format!(
+                "its member list lacks member(s) {} that the directory records",
+                missing.join(", ")
+            ))
+        } else if behind {
+            Some(format!(
+                "its raft term {} is behind the directory's {}",
+                l.raft_term.unwrap_or_default(),
+                i.dir.term
+            ))
+        } else {
+            None
+        }
+    });
+    // The directory's membership is this member alone, while the cluster of
+    // its ID has other started members: an intact member of that cluster would
+    // have recorded their addition (committed with it as a voter).
+    let rebootstrapped = live.filter(|l| l.cluster_id == wal_cluster).and_then(|l| {
+        let alone = i.dir.recorded_members == [wal_member];
+        let others: Vec<&LiveMemberFacts> = l
+            .members
+            .iter()
+            .filter(|m| m.id != wal_member && m.started)
+            .collect();
+        (alone && !others.is_empty()).then(|| {
+            others
+                .iter()
+                .map(|m| format!("{} ({})", hex_id(m.id), m.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    });
 
     let mut d = if !mismatches.is_empty() {
         decision(
@@ -721,11 +829,41 @@ fn decide_initialized(i: &Inputs) -> Decision {
             ),
             REMEDY_FOREIGN,
         )
+    } else if let Some(others) = rebootstrapped {
+        decision(
+            Row::Rebootstrapped,
+            format!(
+                "the data directory holds member {} of cluster {} alone, but the live cluster of that ID has other started members ({others}): this directory re-bootstrapped a fresh cluster with the same IDs (or is a copy from before the cluster grew); its data is not the cluster's",
+                hex_id(wal_member),
+                hex_id(wal_cluster)
+            ),
+            REMEDY_EMPTY_FORMED,
+        )
+    } else if i.dir.self_removed {
+        decision(
+            Row::Removed,
+            format!(
+                "the data directory records the removal of its own member {} from cluster {}: the member was removed",
+                hex_id(wal_member),
+                hex_id(wal_cluster)
+            ),
+            REMEDY_REMOVED,
+        )
+    } else if let (true, Some(why)) = (removed, &fork) {
+        decision(
+            Row::Fork,
+            format!(
+                "the data directory holds member {} of cluster {}; a cluster with that ID answers without it, but {why}: another history answers under this cluster ID (a re-bootstrapped or restored member), not the cluster this directory belongs to",
+                hex_id(wal_member),
+                hex_id(wal_cluster)
+            ),
+            REMEDY_FORK,
+        )
     } else if removed {
         decision(
             Row::Removed,
             format!(
-                "the data directory holds member {} of cluster {}, but the leader's member list of that cluster no longer has it: the member was removed",
+                "the data directory holds member {} of cluster {}, but the leader's member list of that cluster no longer has it while it has every other member the directory records: the member was removed",
                 hex_id(wal_member),
                 hex_id(wal_cluster)
             ),
@@ -1083,6 +1221,7 @@ mod tests {
             other_cluster_ids: Vec::new(),
             majority_heard: true,
             leader_heard: true,
+            raft_term: None,
         })
     }
 
@@ -1620,5 +1759,117 @@ mod tests {
         );
         assert!(d.remedy.contains("--wal-dir"), "{d:?}");
         assert!(!d.remedy.contains("re-add"), "{d:?}");
+    }
+
+    /// The directory of member 1 in a cluster that also has 2 and 3.
+    fn member_of_three() -> Inputs {
+        let mut i = initialized(1, 9);
+        i.dir.recorded_name = Some("m1".into());
+        i.dir.recorded_members = vec![1, 2, 3];
+        i.dir.term = 3;
+        i
+    }
+
+    #[test]
+    fn regression_a_re_bootstrapped_seed_answering_never_makes_intact_members_wipe() {
+        // The wiped seed 2 re-bootstrapped alone with the same IDs; it is the
+        // only one answering, as its own leader and majority.
+        let mut i = member_of_three();
+        i.live = altered(live(9, &[(2, "m0", M0, true)]), |l| l.raft_term = Some(2));
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseForeign, Row::Fork),
+            "{d:?}"
+        );
+        assert!(d.remedy.starts_with("do not wipe"), "{d:?}");
+        // Every other member listed, but the term is behind the directory's.
+        i.live = altered(
+            live(9, &[(2, "m0", M0, true), (3, "m2", "http://m2:2380", true)]),
+            |l| l.raft_term = Some(2),
+        );
+        assert_eq!(row(&i), Row::Fork);
+        // The same list at the directory's term or later: a real removal.
+        i.live = altered(i.live.clone(), |l| l.raft_term = Some(3));
+        assert_eq!(row(&i), Row::Removed);
+    }
+
+    #[test]
+    fn regression_a_re_bootstrapped_seed_never_restarts_on_its_fork() {
+        // The seed's directory knows only itself; the cluster of its ID has
+        // two more started members.
+        let mut i = initialized(1, 9);
+        i.dir.recorded_members = vec![1];
+        i.live = live(
+            9,
+            &[
+                (1, "m1", ME, true),
+                (2, "m0", M0, true),
+                (3, "m2", "http://m2:2380", true),
+            ],
+        );
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseEmptyFormed, Row::Rebootstrapped),
+            "{d:?}"
+        );
+        // A one-member cluster's seed restarting: nothing else started.
+        i.live = live(9, &[(1, "m1", ME, true)]);
+        assert_eq!(row(&i), Row::Start);
+    }
+
+    #[test]
+    fn regression_a_dir_recording_its_own_removal_is_refused_without_any_peer() {
+        let mut i = member_of_three();
+        i.dir.self_removed = true;
+        i.dir.removed_ids = vec![1];
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseForeign, Row::Removed),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn regression_a_stale_record_the_directory_saw_removed_starts_without_any_peer() {
+        // Removed as 4, re-added as 1: the directory records 4's removal and
+        // its own member as this one; no peer answers (quorum loss).
+        let mut i = member_of_three();
+        i.dir.removed_ids = vec![4];
+        i.operator = op(false, Some(4), Some(9));
+        i.hint_member_id = Some(4);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::Start, Row::StartStaleRecord),
+            "{d:?}"
+        );
+        // A recorded ID the directory never saw removed still refuses.
+        i.operator = op(false, Some(5), Some(9));
+        assert_eq!(row(&i), Row::Foreign);
+    }
+
+    #[test]
+    fn regression_a_seed_whose_peer_url_was_updated_is_not_an_earlier_incarnation() {
+        // Bootstrapped at http://old:2380 with this token, then `member update`d
+        // to ME: the flags derive another ID, but the WAL's own bootstrap entry
+        // hashed with this token is the directory's member ID.
+        let token = "t";
+        let old = vec!["http://old:2380".to_string()];
+        let id = crate::disk::ids::member_id(&old, token);
+        let mut i = initialized(id, 9);
+        i.me = seed_me();
+        i.me.token = Some(token.into());
+        i.me.derived = Some(DerivedIds {
+            member_id: 1,
+            cluster_id: 2,
+        });
+        i.dir.added_with_peer_urls = Some(old);
+        assert_eq!(row(&i), Row::Start);
+        // Another token (an earlier incarnation): refused.
+        i.me.token = Some("another".into());
+        assert_eq!(row(&i), Row::ForeignIncarnation);
     }
 }

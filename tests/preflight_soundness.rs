@@ -133,15 +133,24 @@ fn a_member_through_every_shape(version: EtcdVersion) {
     serves_the_data(step, m3);
     settle(&cluster, "marker/m3-joined");
 
-    // 4. A removed member, directory intact.
+    // 4. A removed member, directory intact: removed while it ran, it applied
+    // its own removal and exited; its Pod restarts.
     let step = "a member removed from the cluster, its dir intact";
-    m3.stop();
     cluster.member_remove(m3.id().expect("m3's ID"));
+    assert!(
+        m3.wait_exit(EXIT_WITHIN).is_some(),
+        "{step}: etcd kept running after its removal\n{}",
+        tail(&m3.log(), 20)
+    );
     settle(&cluster, "marker/m3-removed");
     preflight(&cluster.agent_env(3))
         .expect(step, 11, "refuse-foreign")
         .row(step, "6b")
         .reason_mentions(step, "removed");
+    let step = "a removed member's dir, no peer answering";
+    preflight(&with(&cluster.agent_env(3), "ETCD_PEER_ENDPOINTS", ""))
+        .expect(step, 11, "refuse-foreign")
+        .row(step, "6b");
     // What etcd itself does on it: it exits, and would crash-loop.
     m3.start();
     assert!(

@@ -196,6 +196,7 @@ impl Config {
                 self_only_initial_cluster,
                 derived,
                 pod_uid: a.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
+                token: Some(token.to_owned()).filter(|t| !t.is_empty()),
             },
             etcd,
             kube,
@@ -405,6 +406,11 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         recorded_peer_urls: dir.self_peer_urls.clone(),
         recorded_name: dir.self_name.clone(),
         empty_log: dir.empty_log,
+        recorded_members: dir.membership.iter().map(|m| m.id).collect(),
+        removed_ids: dir.removed_ids.clone(),
+        self_removed: dir.self_removed,
+        added_with_peer_urls: dir.added_with_peer_urls.clone(),
+        term: dir.hard_state.map_or(0, |h| h.term),
         symlinked: dir.symlinked.as_ref().map(|p| p.display().to_string()),
         problem: dir.problem.as_ref().map(|p| p.message.clone()),
     };
@@ -563,6 +569,7 @@ async fn gather(
                     other_cluster_ids: l.other_cluster_ids.clone(),
                     majority_heard: l.majority_heard,
                     leader_heard: l.leader_heard,
+                    raft_term: l.raft_term,
                 };
                 let entry = EvidenceEntry {
                     source: "etcd",

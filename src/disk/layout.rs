@@ -158,6 +158,16 @@ pub struct Inspection {
     /// The name the directory records for its own member ID (empty or absent
     /// for a member that never published one).
     pub self_name: Option<String>,
+    /// The directory records its own member's removal (`members_removed`, a
+    /// RemoveNode entry): etcd exits on it ("the member has been permanently
+    /// removed").
+    pub self_removed: bool,
+    /// Member IDs the directory records as removed.
+    #[serde(with = "serde_hex::vec")]
+    pub removed_ids: Vec<u64>,
+    /// The peer URLs of the WAL's own entry adding its member (the bootstrap
+    /// entry, for a member that bootstrapped), while the WAL still holds it.
+    pub added_with_peer_urls: Option<Vec<String>>,
     /// The WAL holds no entry and no snapshot: initialized as far as etcd's
     /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
     /// WAL when it starts on a wiped directory).
@@ -195,6 +205,9 @@ impl Inspection {
             membership: Vec::new(),
             self_peer_urls: None,
             self_name: None,
+            self_removed: false,
+            removed_ids: Vec::new(),
+            added_with_peer_urls: None,
             empty_log: false,
             symlinked: None,
             running: false,
@@ -700,6 +713,28 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let own = r.membership.iter().find(|m| m.id == wal.member_id);
     r.self_peer_urls = own.map(|m| m.peer_urls.clone());
     r.self_name = own.map(|m| m.name.clone()).filter(|n| !n.is_empty());
+    let mut removed: Vec<u64> = backend
+        .iter()
+        .flat_map(|b| b.removed_members.iter().copied())
+        .chain(snap_file.iter().flat_map(|f| f.removed.iter().copied()))
+        .chain(
+            wal.conf_changes
+                .iter()
+                .filter(|c| c.kind == ConfChangeKind::RemoveNode)
+                .map(|c| c.node_id),
+        )
+        .collect();
+    removed.sort_unstable();
+    removed.dedup();
+    r.self_removed = removed.contains(&wal.member_id);
+    r.removed_ids = removed;
+    r.added_with_peer_urls = wal
+        .conf_changes
+        .iter()
+        .filter(|c| c.node_id == wal.member_id && c.kind != ConfChangeKind::RemoveNode)
+        .find_map(|c| c.member.as_ref())
+        .map(|m| m.peer_urls.clone())
+        .filter(|u| !u.is_empty());
     r.empty_log = wal.last_index == 0
         && wal.snapshots.iter().all(|s| s.index == 0)
         && r.snapshot.is_none_or(|s| s.index == 0);
@@ -720,14 +755,16 @@ fn failed_first_start_debris(
     snap_entries: &[(String, std::fs::FileType)],
     wal_entries: &[(String, std::fs::FileType)],
 ) -> Option<PathBuf> {
+    // `wal.tmp`: a first start killed while creating its WAL (etcd's WAL
+    // creation removes a leftover one).
     let only = |entries: &[(String, std::fs::FileType)], allowed: &[&str]| {
-        entries.iter().all(|(n, ft)| {
-            ft.is_dir() == (n == "snap" || n == "wal") && allowed.contains(&n.as_str())
-        })
+        entries
+            .iter()
+            .all(|(n, ft)| ft.is_dir() && allowed.contains(&n.as_str()))
     };
     let db_is_file = snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file());
     if !db_is_file
-        || !only(member_entries, &["snap", "wal"])
+        || !only(member_entries, &["snap", "wal", "wal.tmp"])
         || !snap_entries.iter().all(|(n, ft)| n == "db" && ft.is_file())
         || !wal_entries.is_empty()
     {

@@ -392,14 +392,22 @@ fn leader_heard(answers: &[LiveCluster]) -> bool {
 /// staler view lists were removed since and are left out. Cluster IDs that
 /// differ from the base's are kept in `other_cluster_ids`.
 fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
-    let majority = majority_heard(&answers);
-    let leader = leader_heard(&answers);
     let mut base = answers[freshest(&answers)].clone();
+    // Who was heard counts within the base's cluster only: a one-member
+    // cluster some endpoint also reaches is its own leader and majority, and
+    // says nothing about this one.
+    let own: Vec<LiveCluster> = answers
+        .iter()
+        .filter(|a| a.cluster_id == base.cluster_id)
+        .cloned()
+        .collect();
+    let majority = majority_heard(&own);
+    let leader = leader_heard(&own);
     for member in &mut base.members {
         if member.started {
             continue;
         }
-        let seen_started = answers
+        let seen_started = own
             .iter()
             .flat_map(|a| &a.members)
             .find(|m| m.id == member.id && m.started);
