@@ -421,8 +421,9 @@ pub struct KvHash {
     pub version: Option<String>,
     /// Entries of all root buckets (3.4/3.5 `totalKey`).
     pub entries: u64,
-    /// User keys whose newest revision is not a deletion (3.6+ `totalKey`);
-    /// `None` when some `key` value is not a `KeyValue` (which 3.6+ refuse).
+    /// User keys whose newest revision is not a deletion (3.6+ `totalKey`),
+    /// counted for 3.6+ files only (`None` otherwise: it means decoding every
+    /// `key` value, which 3.5's etcdutl does not do).
     pub live_keys: Option<u64>,
 }
 
@@ -866,11 +867,21 @@ impl Db {
         let mut hash = 0u32;
         let mut total_key = 0u64;
         let mut revision = 0i64;
+        // Which etcdutl's rules apply is the file's storage version, read first:
+        // `meta` sorts after `key`, and only 3.6+ decode every `key` value.
+        let storage_raw = self
+            .get(b"meta", b"storageVersion")?
+            .map(|v| String::from_utf8_lossy(&v).into_owned());
+        let term = self
+            .get(b"meta", b"term")?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map(u64::from_be_bytes);
+        let (detected, _) = detect_storage_version(storage_raw.as_deref(), term);
+        let v36 = detected
+            .as_deref()
+            .and_then(semver_minor)
+            .is_some_and(|v| v >= (3, 6));
         let mut live: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        // 3.6+ etcdutl fails on a `key` value that is not a KeyValue; 3.5 does not
-        // look. Which applies is known only once `meta` (after `key`) is read.
-        let mut undecodable: Option<BoltError> = None;
-        let (mut storage_raw, mut term) = (None::<Vec<u8>>, None::<u64>);
         let mut w = Walker::new(self);
         w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
             if !e.is_bucket {
@@ -881,38 +892,24 @@ impl Db {
             }
             hash = crc32c::crc32c_append(hash, e.key);
             let is_key_bucket = e.key == b"key";
-            let is_meta_bucket = e.key == b"meta";
             let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
             w.bucket(root, e.depth + 1, &mut |w, kv| {
                 hash = crc32c::crc32c_append(hash, kv.key);
                 if !kv.is_bucket {
                     hash = crc32c::crc32c_append(hash, kv.value);
                 }
-                if is_meta_bucket && !kv.is_bucket {
-                    match kv.key {
-                        b"storageVersion" => storage_raw = Some(kv.value.to_vec()),
-                        b"term" => {
-                            term = <[u8; 8]>::try_from(kv.value).ok().map(u64::from_be_bytes)
-                        }
-                        _ => {}
-                    }
-                }
-                if is_key_bucket && !kv.is_bucket && undecodable.is_none() {
-                    match user_key(kv.value) {
-                        Ok(k) if is_tombstone(kv.key) => {
-                            live.remove(k);
-                        }
-                        Ok(k) => {
-                            live.insert(k.to_vec());
-                        }
-                        Err(e) => {
-                            undecodable = Some(BoltError::BadRecord {
-                                path: w.db.path().to_path_buf(),
-                                bucket: "key".into(),
-                                key: kv.key.to_vec(),
-                                problem: RecordProblem::Protobuf(e),
-                            });
-                        }
+                // 3.6+ etcdutl fails on a `key` value that is not a KeyValue.
+                if v36 && is_key_bucket && !kv.is_bucket {
+                    let k = user_key(kv.value).map_err(|e| BoltError::BadRecord {
+                        path: w.db.path().to_path_buf(),
+                        bucket: "key".into(),
+                        key: kv.key.to_vec(),
+                        problem: RecordProblem::Protobuf(e),
+                    })?;
+                    if is_tombstone(kv.key) {
+                        live.remove(k);
+                    } else {
+                        live.insert(k.to_vec());
                     }
                 }
                 if is_key_bucket {
@@ -930,18 +927,7 @@ impl Db {
                 Ok(())
             })
         })?;
-        let storage_raw = storage_raw.map(|v| String::from_utf8_lossy(&v).into_owned());
-        let (detected, _) = detect_storage_version(storage_raw.as_deref(), term);
-        let v36 = detected
-            .as_deref()
-            .and_then(semver_minor)
-            .is_some_and(|v| v >= (3, 6));
-        if v36 {
-            if let Some(e) = undecodable {
-                return Err(e);
-            }
-        }
-        let live_keys = (undecodable.is_none()).then_some(live.len() as u64);
+        let live_keys = v36.then_some(live.len() as u64);
         Ok(KvHash {
             hash,
             revision,
@@ -2026,7 +2012,7 @@ mod tests {
         let h = db.kv_hash().unwrap();
         assert_eq!(
             (h.total_key, h.live_keys, h.version),
-            (h.entries, Some(2), None)
+            (h.entries, None, None)
         );
         let s = db.summary().unwrap();
         assert_eq!(
@@ -2171,7 +2157,7 @@ mod tests {
                 total_size: bytes.len() as u64,
                 version: None,
                 entries: total,
-                // The model's values are not KeyValues.
+                // A 3.5 file (term, no storageVersion): live keys are not counted.
                 live_keys: None,
             }
         );
@@ -2722,7 +2708,7 @@ mod tests {
             (1585619019, 29, 35, 65536, None)
         );
         assert_eq!(h.entries, 35);
-        assert!(h.live_keys.is_some_and(|n| n > 0 && n < 35), "{h:?}");
+        assert_eq!(h.live_keys, None, "a 3.5 file: {h:?}");
         assert_eq!((db.txid(), db.meta_page(), db.high_water()), (14, 0, 16));
         let s = db.summary().unwrap();
         assert_eq!(

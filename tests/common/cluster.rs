@@ -525,6 +525,14 @@ fn parse_member_add(out: &str) -> Option<(u64, String)> {
     Some((id, initial_cluster))
 }
 
+impl Cluster {
+    /// Member `i`, mutable: for what changes between two runs of the same member,
+    /// such as the binary in a rolling upgrade ([`Member::set_version`]).
+    pub fn member_mut(&mut self, i: usize) -> &mut Member {
+        &mut self.members[i]
+    }
+}
+
 impl Index<usize> for Cluster {
     type Output = Member;
 

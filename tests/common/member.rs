@@ -160,6 +160,17 @@ impl Member {
         self.version
     }
 
+    /// Runs the member's next start with `version`'s binary (a rolling upgrade or
+    /// downgrade: same flags, same data dir). Only while it is stopped.
+    pub fn set_version(&mut self, version: EtcdVersion) {
+        assert!(
+            !self.is_running(),
+            "{} is running: stop it before changing its binary",
+            self.name()
+        );
+        self.version = version;
+    }
+
     /// The frozen flags.
     pub fn flags(&self) -> &MemberFlags {
         &self.flags
