@@ -174,5 +174,10 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
         max_watchers: args.max_watchers,
         report,
         shutdown_grace: args.shutdown_grace,
+        limits: crate::server::conn::Limits {
+            max_connections: crate::server::conn::connection_limit(args.max_connections),
+            header_read_timeout: args.header_read_timeout,
+            idle_timeout: args.idle_timeout,
+        },
     })
 }

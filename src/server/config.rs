@@ -37,6 +37,8 @@ pub struct Config {
     pub report: Option<ReportConfig>,
     /// How long shutdown waits for both servers to drain.
     pub shutdown_grace: Duration,
+    /// What one client may hold on either server.
+    pub limits: super::conn::Limits,
 }
 
 /// The local member's client endpoint and the TLS files to reach it.
