@@ -262,6 +262,12 @@ pub struct ServeArgs {
         default_value = "/run/etcd-agent/preflight.json"
     )]
     pub verdict_file: PathBuf,
+    /// The witness file: the highest raft index this member reached while
+    /// consistent (and whether it was later seen below it); /readyz needs the index
+    /// at or beyond it. Default: `witness.json` beside --verdict-file (the Pod's
+    /// emptyDir, which outlives container restarts).
+    #[arg(long, env = "AGENT_WITNESS_FILE")]
+    pub witness_file: Option<PathBuf>,
     /// How often the local member is polled (Status and serializable MemberList).
     #[arg(long, env = "AGENT_POLL_INTERVAL", default_value = "2s", value_parser = crate::duration::parse)]
     pub poll_interval: Duration,

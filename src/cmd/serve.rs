@@ -168,6 +168,11 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
         data_dir: args.dirs.data_dir.clone(),
         wal_dir: args.dirs.wal_dir.clone(),
         verdict_file: args.verdict_file.clone(),
+        witness_file: args
+            .witness_file
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| args.verdict_file.with_file_name("witness.json")),
         poll_interval,
         poll_timeout,
         kube,

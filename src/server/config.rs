@@ -25,6 +25,8 @@ pub struct Config {
     pub wal_dir: Option<PathBuf>,
     /// Where preflight wrote its verdict.
     pub verdict_file: PathBuf,
+    /// The witness file: the raft high-water mark that outlives restarts.
+    pub witness_file: PathBuf,
     /// How often the local member is polled.
     pub poll_interval: Duration,
     /// How long one poll may take (connect, Status, MemberList).

@@ -34,6 +34,7 @@ pub mod poller;
 mod proto;
 pub mod report;
 pub mod tls;
+pub mod witness;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -170,7 +171,9 @@ pub async fn run(
             .map(|k| k.timeout + Duration::from_secs(1));
         tasks.spawn(async move {
             let boot = read_boot(&boot_conf).await;
+            let witness = witness::Witness::load(&boot_conf.witness_file);
             Poller {
+                witness,
                 local,
                 boot,
                 interval: boot_conf.poll_interval,
