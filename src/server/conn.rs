@@ -7,8 +7,9 @@
 //! under `ulimit -n 256` every accept failed with `EMFILE` and `/readyz` timed out.
 //! So the listener of each server ([`Tracker::listen`]) admits at most
 //! `max_connections` (derived below the descriptor limit), and when full it closes
-//! the connection that has been quiet longest to admit the new one — a kubelet
-//! probe is always the newest. Independently a sweeper closes connections that
+//! the connection that has been quiet longest to admit the new one (one that never
+//! sent a byte or holds an unanswered request first) — a kubelet probe is always
+//! the newest. Independently a sweeper closes connections that
 //!
 //! * have an unanswered request for longer than the header-read timeout: bytes
 //!   came in and nothing went out since (a slowloris; for HTTP/2 the same holds,
@@ -168,12 +169,23 @@ impl Tracker {
         }
     }
 
-    /// Makes room for one more: closes the connection quiet the longest.
+    /// Makes room for one more: closes, of the connections that never sent a
+    /// byte or hold an unanswered request, the one quiet the longest; only when
+    /// there is none, the quietest of the others (a served `WatchIdentity` stream
+    /// is cut last, and its client reconnects).
     fn make_room(&self, table: &mut Table) {
+        // A request that arrived within the last second is being answered, not stuck.
+        let settled = self.now().saturating_sub(1000);
         let oldest = table
             .conns
             .iter()
-            .min_by_key(|(_, c)| last_activity(c))
+            .min_by_key(|(_, c)| {
+                let last = last_activity(c);
+                let unserved = last < settled
+                    && (c.last_io.load(Ordering::Relaxed) == NEVER
+                        || c.pending_since.load(Ordering::Relaxed) != NEVER);
+                (!unserved, last)
+            })
             .map(|(id, _)| *id);
         if let Some(id) = oldest {
             self.close(table, id, "connection limit reached; closing the quietest");
