@@ -271,6 +271,12 @@ pub struct ServeArgs {
         default_value = "/run/etcd-agent/preflight.json"
     )]
     pub verdict_file: PathBuf,
+    /// The witness file: the highest raft index this member reached while
+    /// consistent (and whether it was later seen below it); /readyz needs the index
+    /// at or beyond it. Default: `witness.json` beside --verdict-file (the Pod's
+    /// emptyDir, which outlives container restarts).
+    #[arg(long, env = "AGENT_WITNESS_FILE")]
+    pub witness_file: Option<PathBuf>,
     /// How often the local member is polled (Status and serializable MemberList).
     #[arg(long, env = "AGENT_POLL_INTERVAL", default_value = "2s", value_parser = crate::duration::parse)]
     pub poll_interval: Duration,
@@ -310,6 +316,19 @@ pub struct ServeArgs {
     /// How long SIGTERM/SIGINT waits for both servers to drain.
     #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
     pub shutdown_grace: Duration,
+    /// Connections each server (gRPC, HTTP) holds at once; when full, the quietest
+    /// is closed to admit a new one. 0 (default): (RLIMIT_NOFILE - 64) / 2, and
+    /// never more than that.
+    #[arg(long, env = "AGENT_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// A request must be read and answered within this (a slow or silent client is
+    /// closed after it).
+    #[arg(long, env = "AGENT_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub header_read_timeout: Duration,
+    /// A connection that moves no byte for this long is closed (keep it above the
+    /// 30 s gRPC keepalive).
+    #[arg(long, env = "AGENT_IDLE_TIMEOUT", default_value = "120s", value_parser = crate::duration::parse)]
+    pub idle_timeout: Duration,
 }
 
 /// Where `restore` takes the snapshot from, as the operator names it

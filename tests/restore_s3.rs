@@ -314,6 +314,53 @@ fn a_snapshot_downloads_from_an_s3_compatible_store_with_path_style_and_restores
 }
 
 #[test]
+fn an_empty_bootstrapped_seed_is_33_with_an_s3_source_and_the_staged_copy_is_removed() {
+    let moto = Moto::start(&[]);
+    let snap = std::fs::read(snapshot()).unwrap();
+    moto.put_object(BUCKET, KEY, &snap);
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("r0/data");
+    let peer_url = format!("http://127.0.0.1:{}", free_port());
+    // Real etcd bootstraps the dir empty with the flags the restore is given.
+    let etcd = Member::new(
+        EtcdVersion::V3_5,
+        base.path().join("r0"),
+        MemberFlags {
+            name: "r0".into(),
+            data_dir: data.clone(),
+            peer_url: peer_url.clone(),
+            client_url: format!("http://127.0.0.1:{}", free_port()),
+            initial_cluster: format!("r0={peer_url}"),
+            initial_cluster_state: ClusterState::New,
+            token: "s3-restored".into(),
+            snapshot_count: None,
+            extra_args: Vec::new(),
+        },
+    );
+    etcd.start();
+    etcd.wait_healthy();
+    etcd.stop();
+    // The snapshot is staged inside the data dir to be read, then removed: the
+    // member is untouched (the data dir's own mtime moves).
+    let before = tree_snapshot(&data.join("member"));
+    let env = s3_env(&moto.endpoint(), KEY, &data, base.path(), &peer_url);
+    let run = restore(&env);
+    run.assert_code(33);
+    assert_eq!(run.json()["verdict"], "verify-failed", "{run}");
+    assert!(
+        run.json()["content"]["snapshot"]["revision"]
+            .as_i64()
+            .unwrap()
+            > run.json()["content"]["data_dir"]["revision"]
+                .as_i64()
+                .unwrap(),
+        "{run}"
+    );
+    assert_tree_unchanged(&before, &tree_snapshot(&data.join("member")));
+    assert_eq!(entries(&data), ["member"]);
+}
+
+#[test]
 fn a_missing_object_or_bucket_exits_30_and_leaves_the_data_dir_empty() {
     let moto = Moto::start(&[]);
     moto.put_object(BUCKET, "other.db", b"not the one");

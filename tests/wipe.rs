@@ -717,6 +717,19 @@ fn verify_wipe_lists_a_mount_point_without_entering_it() {
 }
 
 #[test]
+fn wipe_of_a_data_dir_that_is_a_symlink_to_a_volume_empties_the_volume() {
+    let volume = tempdir();
+    let parent = tempdir();
+    write(&volume.path().join("member/snap/db"), "db");
+    let link = parent.path().join("data");
+    symlink(volume.path(), &link).unwrap();
+    let run = json_run("wipe", &link, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(std::fs::read_dir(volume.path()).unwrap().count(), 0);
+    assert!(link.is_symlink());
+}
+
+#[test]
 fn wipe_refuses_a_wal_dir_holding_more_than_wal_segments_with_20_and_removes_nothing() {
     let d = tempdir();
     let wal = tempdir();

@@ -169,11 +169,21 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
         wal_dir: args.dirs.wal_dir.clone(),
         verdict_file: args.verdict_file.clone(),
         pod_uid: args.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
+        witness_file: args
+            .witness_file
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| args.verdict_file.with_file_name("witness.json")),
         poll_interval,
         poll_timeout,
         kube,
         max_watchers: args.max_watchers,
         report,
         shutdown_grace: args.shutdown_grace,
+        limits: crate::server::conn::Limits {
+            max_connections: crate::server::conn::connection_limit(args.max_connections),
+            header_read_timeout: args.header_read_timeout,
+            idle_timeout: args.idle_timeout,
+        },
     })
 }

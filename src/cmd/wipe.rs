@@ -426,7 +426,9 @@ pub fn remove_contents(root: &Path, keep_lost_found: bool) -> Vec<FsError> {
         // Without the mount table a bind mount cannot be told apart: remove nothing.
         Err(e) => return vec![e],
     };
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // The path the caller names is resolved as usual (it may be a symlink to a
+    // volume); nothing beneath it is.
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let dir = match Dir::open(root, flags, Mode::empty()) {
         Ok(d) => d,
         Err(e) => return vec![FsError::new("open", here, e)],

@@ -28,6 +28,8 @@ pub struct Config {
     /// This Pod's UID (`POD_UID`): a verdict file written for another Pod is
     /// not this Pod start's.
     pub pod_uid: Option<String>,
+    /// The witness file: the raft high-water mark that outlives restarts.
+    pub witness_file: PathBuf,
     /// How often the local member is polled.
     pub poll_interval: Duration,
     /// How long one poll may take (connect, Status, MemberList).
@@ -40,6 +42,8 @@ pub struct Config {
     pub report: Option<ReportConfig>,
     /// How long shutdown waits for both servers to drain.
     pub shutdown_grace: Duration,
+    /// What one client may hold on either server.
+    pub limits: super::conn::Limits,
 }
 
 /// The local member's client endpoint and the TLS files to reach it.

@@ -103,17 +103,46 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     (code, [(header::CACHE_CONTROL, "no-store")], body).into_response()
 }
 
-async fn metrics(State(state): State<HttpState>) -> Response {
-    match metrics::render(&state.registry) {
-        Ok(text) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
+/// The `Content-Type` of OpenMetrics text.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// True when the scraper's `Accept` prefers OpenMetrics text to the Prometheus
+/// text format (it names `application/openmetrics-text` with a q-value above 0
+/// and at least that of `text/plain` and `*/*`). No `Accept`, or anything else:
+/// Prometheus text, which every scraper reads.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    let (mut om, mut text) = (0.0f32, 0.0f32);
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match media.as_str() {
+            "application/openmetrics-text" => om = om.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    om > 0.0 && om >= text
+}
+
+async fn metrics(State(state): State<HttpState>, headers: header::HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (rendered, content_type) = if wants_openmetrics(accept) {
+        (metrics::render(&state.registry), OPENMETRICS)
+    } else {
+        (
+            metrics::render_prometheus(&state.registry),
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         )
-            .into_response(),
+    };
+    match rendered {
+        Ok(text) => (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], text).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n").into_response(),
     }
 }
@@ -122,6 +151,22 @@ async fn metrics(State(state): State<HttpState>) -> Response {
 mod tests {
     use super::*;
     use crate::server::poller::initial_identity;
+
+    #[test]
+    fn metrics_follow_the_accept_header() {
+        assert!(!wants_openmetrics(None));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")));
+        assert!(wants_openmetrics(Some("application/openmetrics-text")));
+        // What Prometheus sends by default.
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+        )));
+        assert!(!wants_openmetrics(Some(
+            "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5"
+        )));
+        assert!(!wants_openmetrics(Some("application/openmetrics-text;q=0")));
+    }
 
     #[test]
     fn not_polled_is_not_ready() {

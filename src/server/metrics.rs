@@ -1,4 +1,5 @@
-//! Prometheus metrics of the sidecar (`/metrics`, OpenMetrics text), all prefixed
+//! Prometheus metrics of the sidecar (`/metrics`: Prometheus text 0.0.4, or
+//! OpenMetrics text when the scraper's `Accept` asks for it), all prefixed
 //! `etcd_agent_`. Gauges mirror the published identity; counters count what the
 //! sidecar did (polls, reports, operator reads) by outcome, so an alert can tell a
 //! member that is wrong from an agent that cannot see.
@@ -213,6 +214,13 @@ impl Metrics {
 
 fn saturating_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The registry in the Prometheus text format (0.0.4).
+pub fn render_prometheus(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?;
+    Ok(out)
 }
 
 /// The registry as OpenMetrics text.

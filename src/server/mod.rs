@@ -14,10 +14,16 @@
 //!
 //! Shutdown (SIGTERM/SIGINT in `cmd::serve`) cancels one token: the poller marks
 //! the member not serving, watch streams and the reporter end, both servers stop
-//! accepting and drain, bounded by `--shutdown-grace`.
+//! accepting and drain, bounded by `--shutdown-grace`; connections that are idle
+//! or hold a half-sent request are closed at once ([`conn`]).
+//!
+//! Both listeners go through [`conn`]: a bounded number of connections per server,
+//! below the descriptor limit, with header-read and idle timeouts, so idle or slow
+//! clients never keep the probes from answering.
 
 pub mod boot;
 pub mod config;
+pub mod conn;
 pub mod grpc;
 pub mod http;
 pub mod identity;
@@ -28,6 +34,7 @@ pub mod poller;
 mod proto;
 pub mod report;
 pub mod tls;
+pub mod witness;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,7 +42,6 @@ use std::time::{Duration, SystemTime};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
@@ -130,7 +136,11 @@ pub async fn run(
         grpc: grpc_listener.local_addr().unwrap_or(config.grpc_listen),
         http: http_listener.local_addr().unwrap_or(config.http_listen),
     };
-    tracing::info!(grpc = %bound.grpc, http = %bound.http, tls = grpc_tls.is_some(), endpoint = %config.etcd.endpoint, "serving");
+    tracing::info!(grpc = %bound.grpc, http = %bound.http, tls = grpc_tls.is_some(), endpoint = %config.etcd.endpoint, max_connections = config.limits.max_connections, "serving");
+    let grpc_listener =
+        conn::Tracker::new("grpc", config.limits).listen(grpc_listener, shutdown.clone());
+    let http_listener =
+        conn::Tracker::new("http", config.limits).listen(http_listener, shutdown.clone());
     on_bound(bound);
 
     let metrics = Metrics::default();
@@ -161,7 +171,9 @@ pub async fn run(
             .map(|k| k.timeout + Duration::from_secs(1));
         tasks.spawn(async move {
             let boot = read_boot(&boot_conf).await;
+            let witness = witness::Witness::load(&boot_conf.witness_file);
             Poller {
+                witness,
                 local,
                 boot,
                 interval: boot_conf.poll_interval,
@@ -235,10 +247,7 @@ pub async fn run(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(agent.into_server())
-        .serve_with_incoming_shutdown(
-            TcpListenerStream::new(grpc_listener),
-            grpc_shutdown.cancelled_owned(),
-        );
+        .serve_with_incoming_shutdown(grpc_listener.into_stream(), grpc_shutdown.cancelled_owned());
 
     let stale_after = config.poll_interval * 3 + config.poll_timeout;
     let app = http::router(http::HttpState {

@@ -56,6 +56,8 @@ pub struct Boot {
 
 /// Everything the poller reads and writes.
 pub struct Poller {
+    /// The high-water mark that survives restarts (the witness file).
+    pub witness: super::witness::Witness,
     /// The local member.
     pub local: LocalClient,
     /// Boot-time expectations.
@@ -190,7 +192,7 @@ impl Poller {
     }
 
     fn publish(
-        &self,
+        &mut self,
         last: &Option<LocalMember>,
         answer: &Result<(), PollError>,
         polled: bool,
@@ -210,13 +212,21 @@ impl Poller {
             (Err(e), _) => Err(e.message.as_str()),
             (Ok(()), None) => Err("no answer yet"),
         };
-        let reasons = assess(Observation {
+        let mut reasons = assess(Observation {
             endpoint,
             answer: member_answer,
             expected: &expected,
             wal_at_boot: self.boot.wal.as_ref(),
             preflight: self.boot.verdict.as_ref(),
         });
+        if let (Ok(()), Some(m)) = (answer, last) {
+            // Only what was polled just now moves the mark (a kept answer is old).
+            match self.witness.check(m) {
+                Some(reason) => reasons.push(reason),
+                None if reasons.is_empty() && polled => self.witness.observe(m),
+                None => {}
+            }
+        }
         let facts = Facts {
             agent_started_at: self.publish.borrow().facts.agent_started_at,
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),

@@ -61,9 +61,16 @@ pub struct ServeBuilder {
     args: Vec<String>,
     data_dir: Option<PathBuf>,
     verdict_file: Option<PathBuf>,
+    nofile: Option<u64>,
 }
 
 impl ServeBuilder {
+    /// Runs the agent under `prlimit --nofile=n:n` (its descriptor limit).
+    pub fn nofile(mut self, n: u64) -> Self {
+        self.nofile = Some(n);
+        self
+    }
+
     /// One more flag.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
@@ -99,6 +106,16 @@ impl ServeBuilder {
             let log = dir.path().join("serve.log");
             let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
             let mut cmd = common::agent();
+            if let Some(n) = self.nofile {
+                // prlimit execs the agent: the PID stays the agent's.
+                let program = cmd.get_program().to_owned();
+                cmd = std::process::Command::new("prlimit");
+                cmd.env_clear();
+                if let Some(path) = std::env::var_os("PATH") {
+                    cmd.env("PATH", path);
+                }
+                cmd.arg(format!("--nofile={n}:{n}")).arg("--").arg(program);
+            }
             cmd.arg("serve")
                 .arg(format!("--endpoints={}", self.endpoint))
                 .arg(format!("--data-dir={}", data_dir.display()))
@@ -143,6 +160,7 @@ impl Serve {
             args: Vec::new(),
             data_dir: None,
             verdict_file: None,
+            nofile: None,
         }
     }
 
