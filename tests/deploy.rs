@@ -797,6 +797,8 @@ fn the_dockerfile_builds_the_static_binary_the_manifests_run() {
 
 /// The namespace the example overlay puts the Pod in (the downward API's value).
 const EXAMPLE_NAMESPACE: &str = "etcd-example";
+/// The Pod UID the downward API would give (`metadata.uid`).
+const EXAMPLE_POD_UID: &str = "5b0c3f2e-8d1a-4c6e-9f0b-2a7d1e4c8b93";
 
 /// A container's env as the kubelet would give it, with every absolute path moved
 /// under `root` (so `/var/lib/etcd` is `<root>/var/lib/etcd`), the downward API
@@ -812,6 +814,7 @@ fn env_under(container: &Value, root: &Path, pod_name: &str) -> BTreeMap<String,
             (Value::String(v), _) => v.clone(),
             (_, Value::String(f)) if f == "metadata.name" => pod_name.to_owned(),
             (_, Value::String(f)) if f == "metadata.namespace" => EXAMPLE_NAMESPACE.to_owned(),
+            (_, Value::String(f)) if f == "metadata.uid" => EXAMPLE_POD_UID.to_owned(),
             _ => panic!(
                 "{}: env {name} has a source this test cannot fake",
                 self::name(container)
