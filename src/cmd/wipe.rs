@@ -111,15 +111,31 @@ pub struct Fence {
 }
 
 impl Fence {
+    /// For a read-only scan: like [`Fence::new`], but where no mount table
+    /// exists (no `/proc`, as in an empty chroot) only the device tells mount
+    /// points apart. Harmless for a scan: a bind mount it then walks into shows
+    /// its entries as remaining, so the answer is still "not empty". Removal
+    /// uses [`Fence::new`], which fails closed.
+    fn for_scan(root: &Path) -> Result<Self, FsError> {
+        Fence::read(root, true)
+    }
+
     /// Reads the root's device and the mount table.
     fn new(root: &Path) -> Result<Self, FsError> {
+        Fence::read(root, false)
+    }
+
+    fn read(root: &Path, table_optional: bool) -> Result<Self, FsError> {
         let here = Path::new("");
         let dev = std::fs::metadata(root)
             .map_err(|e| FsError::new("stat", here, e))?
             .dev();
         let resolved = std::fs::canonicalize(root).map_err(|e| FsError::new("stat", here, e))?;
-        let table = std::fs::read(MOUNTINFO)
-            .map_err(|e| FsError::new("read mountinfo", Path::new(MOUNTINFO), e))?;
+        let table = match std::fs::read(MOUNTINFO) {
+            Ok(t) => t,
+            Err(e) if table_optional && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(FsError::new("read mountinfo", Path::new(MOUNTINFO), e)),
+        };
         let mounts = mount_points(&table)
             .into_iter()
             .filter(|m| m != &resolved && m.starts_with(&resolved))
@@ -315,7 +331,7 @@ pub fn scan(root: &Path, allow_lost_found: bool) -> Scan {
         exists: true,
         ..Scan::default()
     };
-    match root_is_dir(root).and_then(|is_dir| is_dir.then(|| Fence::new(root)).transpose()) {
+    match root_is_dir(root).and_then(|is_dir| is_dir.then(|| Fence::for_scan(root)).transpose()) {
         Ok(Some(fence)) => walk(
             root,
             Path::new(""),
