@@ -332,14 +332,20 @@ impl Cluster {
         parse_member_add(&out).unwrap_or_else(|| panic!("cannot parse member add output: {out}"))
     }
 
-    /// `etcdctl member remove <id>`.
+    /// `etcdctl member remove <id>`, retried while etcd answers "unhealthy
+    /// cluster" (3.5+ refuse a removal until the remaining voters have all been
+    /// connected for 5 s, e.g. right after a member joined).
     pub fn member_remove(&self, id: u64) {
-        etcdctl_ok(
-            self.version,
-            &self.endpoints(),
-            ["member", "remove", &format!("{id:x}")],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let id = format!("{id:x}");
+        eventually(patience(), || {
+            match etcdctl_ok(self.version, &self.endpoints(), ["member", "remove", &id]) {
+                Ok(out) => Ok(Ok(out)),
+                Err(e) if e.contains("unhealthy cluster") => Err(e),
+                Err(e) => Ok(Err(e)),
+            }
+        })
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("member remove {id}: {e}"));
     }
 
     /// `etcdctl member list -w json`: `members[]` with `ID` (u64), `name`,
