@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cmd;
 pub mod disk;
 pub mod duration;
+pub mod error;
 pub mod evidence;
 pub mod exit;
 pub mod output;

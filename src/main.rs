@@ -1,14 +1,16 @@
-//! The binary: parse, start telemetry, dispatch, and map the outcome to an exit
-//! code. This is the only place exit codes are decided.
+//! The binary: parse, start telemetry, dispatch (the one-shot commands in
+//! `cmd`, the sidecar in `server`), and turn the outcome into the process's exit
+//! status.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use etcd_member_agent::cli::{Cli, Command};
-use etcd_member_agent::cmd;
+use etcd_member_agent::error::Error;
 use etcd_member_agent::exit::Exit;
 use etcd_member_agent::output;
+use etcd_member_agent::{cmd, server};
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_LOG")
@@ -75,18 +77,19 @@ fn main() -> ExitCode {
         Command::VerifyWipe(args) => cmd::wipe::run_verify(args),
         Command::Install(args) => cmd::install::run(args),
         Command::PodCheck(args) => cmd::pod_check::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => server::start::run(args),
     };
     match result {
         Ok(exit) => exit.into(),
-        Err(e) if e.downcast_ref::<cmd::UsageError>().is_some() => {
-            eprintln!("etcd-member-agent: {e:#}");
-            Exit::Usage.into()
-        }
         Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "internal error");
-            eprintln!("etcd-member-agent: internal error: {e:#}");
-            Exit::Internal.into()
+            match &e {
+                Error::Usage(_) => eprintln!("etcd-member-agent: {e}"),
+                Error::Internal(_) => {
+                    tracing::error!(error = %e, "internal error");
+                    eprintln!("etcd-member-agent: internal error: {e}");
+                }
+            }
+            e.exit().into()
         }
     }
 }

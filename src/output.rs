@@ -18,7 +18,13 @@ pub enum Format {
 }
 
 /// Prints the human summary to stderr and, for `-o json`, the document to stdout.
-pub fn emit<T: serde::Serialize>(format: Format, human: &str, doc: &T) -> std::io::Result<()> {
+/// A stdout that cannot be written is an internal error (exit 1).
+pub fn emit<T: serde::Serialize>(format: Format, human: &str, doc: &T) -> crate::error::Result<()> {
+    emit_io(format, human, doc)
+        .map_err(|e| crate::error::Error::internal("cannot write the report to stdout", &e))
+}
+
+fn emit_io<T: serde::Serialize>(format: Format, human: &str, doc: &T) -> std::io::Result<()> {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(human.as_bytes());
     if !human.ends_with('\n') {
@@ -37,49 +43,6 @@ pub fn emit<T: serde::Serialize>(format: Format, human: &str, doc: &T) -> std::i
         }
     }
     Ok(())
-}
-
-/// Formats an ID the way etcd and the operator do: 16 lowercase hex digits.
-pub fn hex_id(id: u64) -> String {
-    format!("{id:016x}")
-}
-
-/// Serde helpers so IDs are hex strings in every JSON document.
-pub mod serde_hex {
-    use serde::Serializer;
-
-    /// Serializes a `u64` ID as 16 lowercase hex digits.
-    pub fn serialize<S: Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::hex_id(*id))
-    }
-
-    /// The same for optional IDs (`null` when absent).
-    pub mod option {
-        use serde::Serializer;
-
-        /// Serializes `Some(id)` as hex, `None` as null.
-        pub fn serialize<S: Serializer>(id: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-            match id {
-                Some(id) => s.serialize_str(&super::super::hex_id(*id)),
-                None => s.serialize_none(),
-            }
-        }
-    }
-
-    /// The same for lists of IDs.
-    pub mod vec {
-        use serde::ser::SerializeSeq;
-        use serde::Serializer;
-
-        /// Serializes each ID as hex.
-        pub fn serialize<S: Serializer>(ids: &[u64], s: S) -> Result<S::Ok, S::Error> {
-            let mut seq = s.serialize_seq(Some(ids.len()))?;
-            for id in ids {
-                seq.serialize_element(&super::super::hex_id(*id))?;
-            }
-            seq.end()
-        }
-    }
 }
 
 /// Kubernetes keeps at most this much of a container's termination message.

@@ -17,24 +17,9 @@
 use serde::Serialize;
 
 use crate::disk::ids::comparable_url;
+use crate::disk::ids::hex_id;
+use crate::disk::layout::DirState;
 use crate::exit::Exit;
-use crate::output::hex_id;
-
-/// What the directory looks like, as the inspector classified it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DirState {
-    /// No WAL and nothing etcd wrote.
-    Empty,
-    /// A readable WAL with metadata.
-    Initialized,
-    /// Something etcd wrote, but not a complete member.
-    Partial,
-    /// A WAL or backend that fails its checks.
-    Corrupt,
-    /// Could not be read (permissions, I/O errors).
-    Unreadable,
-}
 
 /// The verdict names are part of the contract: operators and runbooks match them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,14 +3,15 @@
 use std::fmt::Write as _;
 
 use crate::cli::InspectArgs;
+use crate::disk::ids::hex_id;
+use crate::disk::layout::DirState;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::exit::Exit;
-use crate::output::{self, hex_id};
-use crate::verdict::DirState;
+use crate::output;
 
 /// Runs `inspect`.
-pub fn run(args: &InspectArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
     let paths = Paths::new(&args.dirs.data_dir, args.dirs.wal_dir.as_deref());
     let report = layout::inspect(
         &paths,

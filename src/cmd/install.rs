@@ -435,7 +435,7 @@ struct Doc {
 /// (missing, not writable, noexec, a directory in the way, the copy does not run
 /// there), 3 a write failed (full volume, I/O error), 1 the running binary cannot
 /// be read.
-pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &InstallArgs) -> crate::error::Result<Exit> {
     let dest = args.dest.as_ref().filter(|d| !d.as_os_str().is_empty());
     let result = match dest {
         None => Err(InstallError::NoDest),

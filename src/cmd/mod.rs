@@ -7,11 +7,4 @@ pub mod install;
 pub mod pod_check;
 pub mod preflight;
 pub mod restore;
-pub mod serve;
 pub mod wipe;
-
-/// A configuration problem found while running a command: `main` maps it to
-/// exit 2 (usage or configuration error) instead of 1 (internal error).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);

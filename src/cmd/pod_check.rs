@@ -185,7 +185,7 @@ impl<'a> Doc<'a> {
 }
 
 /// Runs `pod-check`: 0 clean, 40 hazards, 2 configuration error, 41 the Pod could not be checked.
-pub fn run(args: &PodCheckArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &PodCheckArgs) -> crate::error::Result<Exit> {
     let format = args.output.format;
     let config = match PodCheckConfig::from_args(args) {
         Ok(config) => config,

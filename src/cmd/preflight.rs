@@ -13,15 +13,16 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::UsageError;
 use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids;
+use crate::disk::ids::hex_id;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::wal;
+use crate::error::Error;
 use crate::evidence::{self, etcd as live_src, kube as kube_src};
 use crate::exit::Exit;
-use crate::output::{self, fitted_message, hex_id, write_termination_message};
+use crate::output::{self, fitted_message, write_termination_message};
 use crate::verdict::{
     self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row, SelfFacts,
     Verdict,
@@ -50,14 +51,16 @@ pub struct Config {
     locks: Probe,
 }
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
+fn usage(msg: impl Into<String>) -> Error {
+    Error::usage(msg)
 }
 
-fn hint(name: &str, value: &Option<String>) -> anyhow::Result<Option<u64>> {
+fn hint(name: &str, value: &Option<String>) -> crate::error::Result<Option<u64>> {
     match value.as_deref() {
         None => Ok(None),
-        Some(v) => evidence::parse_hex_id(v.trim()).map_err(|e| usage(format!("{name}: {e}"))),
+        Some(v) => {
+            crate::disk::ids::parse_hex_id(v.trim()).map_err(|e| usage(format!("{name}: {e}")))
+        }
     }
 }
 
@@ -73,7 +76,7 @@ impl Config {
     }
 
     /// Validates `preflight`'s arguments.
-    pub fn from_args(a: &PreflightArgs) -> anyhow::Result<Config> {
+    pub fn from_args(a: &PreflightArgs) -> crate::error::Result<Config> {
         Config::new(
             &a.dirs,
             &a.evidence,
@@ -90,7 +93,7 @@ impl Config {
         a: &EvidenceArgs,
         verdict_file: Option<PathBuf>,
         termination_log: Option<PathBuf>,
-    ) -> anyhow::Result<Config> {
+    ) -> crate::error::Result<Config> {
         let initial = match a
             .identity
             .initial_cluster
@@ -267,7 +270,7 @@ pub struct PreflightReport {
 }
 
 /// Runs `preflight`.
-pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => {
@@ -311,7 +314,7 @@ pub fn run(args: &PreflightArgs) -> anyhow::Result<Exit> {
 }
 
 /// Gathers the evidence and decides. Public for the sidecar and tests.
-pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
+pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     let started = Instant::now();
     let deadline = started
         + cfg
@@ -321,7 +324,8 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
     let read_and_gathered = rt.block_on(async {
         // The directory is read on a blocking thread while the live cluster and
         // the Kubernetes API are asked: the slower of the two sets the time, not
@@ -380,7 +384,7 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
         // The network only matters when the directory does not decide on its own.
         let needs_network = matches!(
             dir.state,
-            crate::verdict::DirState::Empty | crate::verdict::DirState::Initialized
+            crate::disk::layout::DirState::Empty | crate::disk::layout::DirState::Initialized
         ) && !dir.running;
         let gathered = match (needs_network, early) {
             (false, _) => None,
@@ -464,7 +468,7 @@ pub fn decide(cfg: &Config) -> anyhow::Result<PreflightReport> {
     };
     let dir_entry = EvidenceEntry {
         source: "data-dir",
-        answered: !matches!(dir.state, crate::verdict::DirState::Unreadable),
+        answered: !matches!(dir.state, crate::disk::layout::DirState::Unreadable),
         error: dir.problem.as_ref().map(|p| p.message.clone()),
         said: json!({
             "state": dir.state,
@@ -670,7 +674,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> anyhow::Result<()> {
+fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> crate::error::Result<()> {
     let (path, explicit) = match &cfg.verdict_file {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from(DEFAULT_VERDICT_FILE), false),
@@ -679,9 +683,14 @@ fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> anyhow::Result<
         tracing::debug!(path = %path.display(), "no verdict volume mounted; verdict file not written");
         return Ok(());
     }
-    let text = serde_json::to_vec_pretty(report)?;
-    write_atomic(&path, &text)
-        .map_err(|e| anyhow::anyhow!("cannot write the verdict file {}: {e}", path.display()))
+    let text = serde_json::to_vec_pretty(report)
+        .map_err(|e| Error::internal("cannot encode the verdict file", &e))?;
+    write_atomic(&path, &text).map_err(|e| {
+        Error::internal(
+            &format!("cannot write the verdict file {}", path.display()),
+            &e,
+        )
+    })
 }
 
 /// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.

@@ -37,13 +37,14 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::preflight::{self, EvidenceEntry};
-use super::UsageError;
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::ids;
+use crate::disk::ids::hex_id;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::error::Error;
 use crate::exit::Exit;
-use crate::output::{self, hex_id};
+use crate::output;
 use crate::restore::fetch::{self, FetchError, Fetched, StagedSnapshot};
 use crate::restore::s3::{self, S3Location};
 use crate::restore::stage::{self, StageError, Staging};
@@ -119,8 +120,8 @@ struct Plan {
     termination_log: Option<PathBuf>,
 }
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
+fn usage(msg: impl Into<String>) -> Error {
+    Error::usage(msg)
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {
@@ -129,8 +130,8 @@ fn nonempty(s: &Option<String>) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn source_plan(a: &RestoreArgs) -> anyhow::Result<SourcePlan> {
-    let pvc = || -> anyhow::Result<SourcePlan> {
+fn source_plan(a: &RestoreArgs) -> crate::error::Result<SourcePlan> {
+    let pvc = || -> crate::error::Result<SourcePlan> {
         let mount = a
             .pvc_mount_path
             .clone()
@@ -148,7 +149,7 @@ fn source_plan(a: &RestoreArgs) -> anyhow::Result<SourcePlan> {
         }
         Ok(SourcePlan::File(mount.join(sub_path)))
     };
-    let s3 = || -> anyhow::Result<SourcePlan> {
+    let s3 = || -> crate::error::Result<SourcePlan> {
         let bucket = nonempty(&a.s3_bucket)
             .ok_or_else(|| usage("an s3 source needs S3_BUCKET (--s3-bucket)"))?;
         let key =
@@ -197,7 +198,7 @@ fn source_plan(a: &RestoreArgs) -> anyhow::Result<SourcePlan> {
 }
 
 impl Plan {
-    fn from_args(a: &RestoreArgs) -> anyhow::Result<Plan> {
+    fn from_args(a: &RestoreArgs) -> crate::error::Result<Plan> {
         // restore writes into the directory: look for every kind of lock.
         let evidence = preflight::Config::new(&a.dirs, &a.evidence, None, None)?
             .with_lock_probe(Probe::Thorough);
@@ -494,15 +495,14 @@ fn stage_stop(e: StageError) -> Stop {
 }
 
 /// Runs `restore`.
-pub fn run(args: &RestoreArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &RestoreArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     let plan = match Plan::from_args(args) {
         Ok(p) => p,
         Err(e) => {
-            let exit = if e.downcast_ref::<UsageError>().is_some() {
-                Exit::Usage
-            } else {
-                return Err(e);
+            let exit = match e {
+                Error::Usage(_) => e.exit(),
+                Error::Internal(_) => return Err(e),
             };
             eprintln!("etcd-member-agent restore: {e}");
             let doc = json!({"verdict": null, "exit_code": exit.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
@@ -1182,7 +1182,7 @@ mod tests {
         std::fs::write(staging.restored().join("member/snap/db"), b"x").unwrap();
         std::fs::write(staging.snapshot(), b"partial").unwrap();
         let ins = layout::inspect(&Paths::new(dir.path(), None), Options::default());
-        assert_eq!(ins.state, crate::verdict::DirState::Empty);
+        assert_eq!(ins.state, crate::disk::layout::DirState::Empty);
         let entry = ins
             .unexpected
             .iter()

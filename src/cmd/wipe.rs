@@ -784,7 +784,7 @@ impl Outcome {
         }
     }
 
-    fn print(&self, command: &str, args: &WipeArgs) -> anyhow::Result<Exit> {
+    fn print(&self, command: &str, args: &WipeArgs) -> crate::error::Result<Exit> {
         let empty_scan = Scan::default();
         let data = self.data.as_ref().unwrap_or(&empty_scan);
         let empty =
@@ -882,7 +882,7 @@ impl Outcome {
 }
 
 /// Runs `verify-wipe`: read-only; 0 provably empty, 20 entries remain, 3 unreadable.
-pub fn run_verify(args: &WipeArgs) -> anyhow::Result<Exit> {
+pub fn run_verify(args: &WipeArgs) -> crate::error::Result<Exit> {
     let wal_dir = match separate_wal_dir(args) {
         Ok(w) => w,
         Err(e) => return Outcome::usage(&e).print("verify-wipe", args),
@@ -894,7 +894,7 @@ pub fn run_verify(args: &WipeArgs) -> anyhow::Result<Exit> {
 
 /// Runs `wipe`: refuses with 15 while etcd holds the locks, removes every entry,
 /// fsyncs, and exits with the verification's result (0, 20 or 3).
-pub fn run(args: &WipeArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &WipeArgs) -> crate::error::Result<Exit> {
     let wal_dir = match refuse_root(&args.dirs.data_dir).and_then(|()| separate_wal_dir(args)) {
         Ok(w) => w,
         Err(e) => return Outcome::usage(&e).print("wipe", args),

@@ -367,7 +367,7 @@ pub struct Backend {
     /// The `members` bucket, in key order.
     pub members: Vec<BackendMember>,
     /// The `members_removed` bucket's ids.
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub removed_members: Vec<u64>,
     /// `cluster`/`clusterVersion`.
     pub cluster_version: Option<String>,
@@ -379,7 +379,7 @@ pub struct Backend {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackendMember {
     /// Member id (from the JSON value).
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub id: u64,
     /// Member name; empty until the member has published its attributes.
     pub name: String,
@@ -395,7 +395,7 @@ pub struct BackendMember {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackendAlarm {
     /// The member that raised it.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub member_id: u64,
     /// `NOSPACE`, `CORRUPT`, `NONE`, or the number of an alarm type unknown here.
     pub alarm: String,

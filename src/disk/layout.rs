@@ -17,8 +17,48 @@ use super::bbolt::{detect_storage_version, semver_minor, Backend, Db, KvHash};
 use super::lock::{held_locks, HeldLock, Probe};
 use super::snap::{list_snaps, read_snap, SnapFile};
 use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
-use crate::output::serde_hex;
-use crate::verdict::DirState;
+use crate::disk::ids::serde_hex;
+
+/// What the directory looks like, as the inspector classified it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirState {
+    /// No WAL and nothing etcd wrote.
+    Empty,
+    /// A readable WAL with metadata.
+    Initialized,
+    /// Something etcd wrote, but not a complete member.
+    Partial,
+    /// A WAL or backend that fails its checks.
+    Corrupt,
+    /// Could not be read (permissions, I/O errors).
+    Unreadable,
+}
+
+impl DirState {
+    /// The name in every report (`inspect -o json`, the verdict file, the
+    /// sidecar's identity): the one spelling of each state.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DirState::Empty => "empty",
+            DirState::Initialized => "initialized",
+            DirState::Partial => "partial",
+            DirState::Corrupt => "corrupt",
+            DirState::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl std::fmt::Display for DirState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for DirState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
 
 /// The directories etcd uses, resolved from `--data-dir` and `--wal-dir`.
 #[derive(Debug, Clone, Serialize)]

@@ -37,7 +37,7 @@ pub struct SnapName {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SnapMember {
     /// Member ID (the node's key under `/0/members`).
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub id: u64,
     /// Name (empty until the member published its attributes).
     pub name: String,
@@ -59,16 +59,16 @@ pub struct SnapFile {
     /// Raft index from the snapshot metadata.
     pub index: u64,
     /// Voters from the snapshot's conf state.
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub voters: Vec<u64>,
     /// Learners from the snapshot's conf state.
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub learners: Vec<u64>,
     /// Members under `/0/members`, by ID.
     pub members: Vec<SnapMember>,
     /// IDs under `/0/removed_members`, ascending. (The v2 store spells it so;
     /// `members_removed` is the bbolt bucket.)
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub removed: Vec<u64>,
     /// `/0/version`, the cluster version, when set.
     pub cluster_version: Option<String>,

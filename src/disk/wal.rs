@@ -75,7 +75,7 @@ pub struct HardState {
     /// Current term.
     pub term: u64,
     /// Member voted for in this term (0 = none).
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub vote: u64,
     /// Highest index known committed.
     pub commit: u64,
@@ -90,10 +90,10 @@ pub struct WalSnapshotRef {
     /// Raft term of the snapshot.
     pub term: u64,
     /// Voters from its conf state (empty when absent).
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub voters: Vec<u64>,
     /// Learners from its conf state (empty when absent).
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub learners: Vec<u64>,
     /// Whether the record carried a conf state at all (written since 3.5; never
     /// in the initial `{0, 0}` record).
@@ -134,7 +134,7 @@ impl ConfChangeKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberAttrs {
     /// Member ID.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub id: u64,
     /// Member name (empty until the member published its attributes).
     pub name: String,
@@ -158,7 +158,7 @@ pub struct ConfChangeRec {
     /// What the change does.
     pub kind: ConfChangeKind,
     /// The member it concerns.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub node_id: u64,
     /// The member JSON from the context; `None` when absent or not decodable.
     pub member: Option<MemberAttrs>,
@@ -216,10 +216,10 @@ pub struct Wal {
     /// Segments, by sequence number.
     pub segments: Vec<WalSegment>,
     /// Member ID from the metadata records.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub member_id: u64,
     /// Cluster ID from the metadata records.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub cluster_id: u64,
     /// The last HardState record (all zeros when there is none).
     pub hard_state: HardState,

@@ -71,7 +71,7 @@ impl std::fmt::Debug for EtcdConn {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveMember {
     /// Member ID.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub id: u64,
     /// `--name`; empty until the member has started once.
     pub name: String,
@@ -113,13 +113,13 @@ pub struct LiveCluster {
     /// The endpoint that answered, as given.
     pub endpoint: String,
     /// Cluster ID from the response header.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub cluster_id: u64,
     /// The membership as the responder knows it.
     pub members: Vec<LiveMember>,
     /// The leader the responder knows of; `None` when it has none or `Status`
     /// did not answer.
-    #[serde(with = "crate::output::serde_hex::option")]
+    #[serde(with = "crate::disk::ids::serde_hex::option")]
     pub leader: Option<u64>,
     /// Responder's raft term (`Status`); `None` when `Status` did not answer.
     pub raft_term: Option<u64>,
@@ -130,7 +130,7 @@ pub struct LiveCluster {
     /// state, so this is what orders views by freshness.
     pub raft_applied_index: Option<u64>,
     /// Member ID of the responder, from the response header.
-    #[serde(with = "crate::output::serde_hex")]
+    #[serde(with = "crate::disk::ids::serde_hex")]
     pub responder_member_id: u64,
     /// Every endpoint that answered, in the order of their answers. The view
     /// above is the freshest of theirs (highest applied index), with `started`
@@ -139,7 +139,7 @@ pub struct LiveCluster {
     /// Cluster IDs other answers reported, when they differ from `cluster_id`:
     /// the endpoints reach more than one cluster (a misconfiguration; never
     /// evidence that may let an empty member start).
-    #[serde(with = "crate::output::serde_hex::vec")]
+    #[serde(with = "crate::disk::ids::serde_hex::vec")]
     pub other_cluster_ids: Vec<u64>,
     /// The members heard from are enough to trust "never started": at least
     /// half the voting members of the freshest view (this member counts as a

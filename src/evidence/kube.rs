@@ -24,7 +24,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::{timeout_at, Instant};
 
-use super::{parse_hex_id, remaining};
+use super::remaining;
+use crate::disk::ids::parse_hex_id;
 
 /// API group of the operator's resources.
 pub const GROUP: &str = "etcd-operator.cozystack.io";
@@ -94,7 +95,7 @@ pub struct EtcdMemberRecord {
     /// `spec.bootstrap`: this member is the seed that formed the cluster.
     pub bootstrap: bool,
     /// `status.memberID`: latched once the member was Ready; `None` while empty.
-    #[serde(with = "crate::output::serde_hex::option")]
+    #[serde(with = "crate::disk::ids::serde_hex::option")]
     pub member_id: Option<u64>,
     /// `spec.initialCluster`, frozen at creation; `None` while empty.
     pub initial_cluster: Option<String>,
@@ -112,7 +113,7 @@ pub struct EtcdClusterRecord {
     /// `metadata.name`.
     pub name: String,
     /// `status.clusterID`: latched once the cluster formed; `None` while empty.
-    #[serde(with = "crate::output::serde_hex::option")]
+    #[serde(with = "crate::disk::ids::serde_hex::option")]
     pub cluster_id: Option<u64>,
     /// `status.clusterToken`; `None` while empty.
     pub cluster_token: Option<String>,
@@ -452,21 +453,7 @@ pub(crate) fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// The error and its causes on one line, without repeating a cause already
-/// contained in the text.
-pub(crate) fn render_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut current = e.source();
-    while let Some(cause) = current {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        current = cause.source();
-    }
-    text
-}
+pub(crate) use crate::error::chain as render_chain;
 
 /// Reads the fields the agent needs from an `EtcdMember` document.
 pub fn parse_member(name: &str, doc: &Value) -> Result<EtcdMemberRecord, KubeEvidenceError> {

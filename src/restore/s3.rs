@@ -140,16 +140,7 @@ fn remote(location: &S3Location, e: object_store::Error) -> SourceError {
             location: location.describe(),
         };
     }
-    let mut message = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !message.contains(&s) {
-            message.push_str(": ");
-            message.push_str(&s);
-        }
-        cause = c.source();
-    }
+    let message = crate::error::chain(&e);
     SourceError::Remote {
         location: location.describe(),
         message,

@@ -22,9 +22,9 @@ use serde::Serialize;
 
 use crate::disk::bbolt::{BoltError, Db};
 use crate::disk::ids;
+use crate::disk::ids::hex_id;
+use crate::disk::layout::DirState;
 use crate::disk::layout::Inspection;
-use crate::output::hex_id;
-use crate::verdict::DirState;
 
 /// The identity a restore must produce.
 #[derive(Debug, Clone, PartialEq, Eq)]

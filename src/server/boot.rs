@@ -13,10 +13,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::identity::{PreflightVerdict, WalIdentity};
+use crate::disk::ids::parse_hex_id;
 use crate::disk::layout::{self, Options, Paths};
 use crate::disk::lock::Probe;
-use crate::evidence::parse_hex_id;
-use crate::verdict::DirState;
 
 /// Why the verdict file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -185,23 +184,13 @@ pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
         },
     );
     WalIdentity {
-        state: state_name(report.state).to_owned(),
+        state: report.state.name().to_owned(),
         member_id: report.member_id,
         cluster_id: report.cluster_id,
         commit_index: report.hard_state.as_ref().map_or(0, |h| h.commit),
         term: report.hard_state.as_ref().map_or(0, |h| h.term),
         last_index: report.last_index.unwrap_or(0),
         problem: report.problem.map(|p| p.message),
-    }
-}
-
-fn state_name(state: DirState) -> &'static str {
-    match state {
-        DirState::Empty => "empty",
-        DirState::Initialized => "initialized",
-        DirState::Partial => "partial",
-        DirState::Corrupt => "corrupt",
-        DirState::Unreadable => "unreadable",
     }
 }
 

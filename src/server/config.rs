@@ -1,5 +1,5 @@
 //! The sidecar's configuration as plain values, built and validated from the
-//! command line by `cmd::serve` (no I/O here): the server reads files (TLS,
+//! command line by [`super::start`] (no I/O here): the server reads files (TLS,
 //! verdict, WAL) only when it starts, so that every error names the flag's file.
 
 use std::net::SocketAddr;

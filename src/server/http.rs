@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::identity::Identity;
 use super::metrics;
-use crate::output::hex_id;
+use crate::disk::ids::hex_id;
 
 /// What the handlers read.
 #[derive(Clone)]

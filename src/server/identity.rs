@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::proto;
-use crate::output::{hex_id, serde_hex};
+use crate::disk::ids::{hex_id, serde_hex};
 
 /// What the sidecar publishes: one observation of the member with what was
 /// expected of it. A new [`Identity::sequence`] marks every change of

@@ -200,7 +200,7 @@ fn describe_alarm(entry: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix("memberID:"))
         .and_then(|id| id.parse::<u64>().ok());
     Some(match member {
-        Some(id) => format!("{alarm} on {}", crate::output::hex_id(id)),
+        Some(id) => format!("{alarm} on {}", crate::disk::ids::hex_id(id)),
         None => alarm.to_owned(),
     })
 }

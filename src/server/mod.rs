@@ -12,7 +12,7 @@
 //! leave this module: the crate speaks [`Identity`] and friends, converted at the
 //! gRPC boundary.
 //!
-//! Shutdown (SIGTERM/SIGINT in `cmd::serve`) cancels one token: the poller marks
+//! Shutdown (SIGTERM/SIGINT in [`start`]) cancels one token: the poller marks
 //! the member not serving, watch streams and the reporter end, both servers stop
 //! accepting and drain, bounded by `--shutdown-grace`; connections that are idle
 //! or hold a half-sent request are closed at once ([`conn`]).
@@ -33,6 +33,7 @@ pub mod operator;
 pub mod poller;
 mod proto;
 pub mod report;
+pub mod start;
 pub mod tls;
 pub mod witness;
 
@@ -363,8 +364,8 @@ async fn read_boot(config: &Config) -> Boot {
             Ok(wal) => {
                 tracing::info!(
                     state = %wal.state,
-                    member_id = %wal.member_id.map(crate::output::hex_id).unwrap_or_default(),
-                    cluster_id = %wal.cluster_id.map(crate::output::hex_id).unwrap_or_default(),
+                    member_id = %wal.member_id.map(crate::disk::ids::hex_id).unwrap_or_default(),
+                    cluster_id = %wal.cluster_id.map(crate::disk::ids::hex_id).unwrap_or_default(),
                     commit = wal.commit_index,
                     "read the WAL at boot"
                 );

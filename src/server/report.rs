@@ -159,17 +159,10 @@ impl Reporter {
 
 /// A tonic status with its transport cause (the status alone says "transport error").
 fn describe_status(status: &tonic::Status) -> String {
-    let mut text = format!("{}: {}", status.code(), status.message());
-    let mut source = std::error::Error::source(status);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    crate::error::chain_onto(
+        format!("{}: {}", status.code(), status.message()),
+        std::error::Error::source(status),
+    )
 }
 
 /// 75–100 % of `d`, so agents that lost the collector together do not return in step.

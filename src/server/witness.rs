@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use serde::Deserialize;
 
 use super::identity::LocalMember;
-use crate::output::hex_id;
+use crate::disk::ids::hex_id;
 
 /// What the file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,11 @@ struct FileMark {
 
 fn parse(bytes: &[u8]) -> Result<Mark, String> {
     let f: FileMark = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let id = |s: &str| u64::from_str_radix(s, 16).map_err(|e| format!("{s:?}: {e}"));
+    let id = |s: &str| match crate::disk::ids::parse_hex_id(s) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err("an empty ID".to_owned()),
+        Err(e) => Err(e.to_string()),
+    };
     Ok(Mark {
         member_id: id(&f.member_id)?,
         cluster_id: id(&f.cluster_id)?,

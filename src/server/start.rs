@@ -1,24 +1,24 @@
-//! `serve`: the sidecar. Validates the command line into a
-//! [`server::Config`], builds a small tokio runtime (two
+//! `serve` from the command line: validates the flags into a
+//! [`Config`], builds a small tokio runtime (two
 //! worker threads at most: it sits beside etcd and must not compete with it), turns
-//! SIGTERM and SIGINT into a graceful shutdown, and runs [`crate::server`].
+//! SIGTERM and SIGINT into a graceful shutdown, and runs [`crate::server::run`]. `main` calls it
+//! directly: no one-shot command module imports the server.
 
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::UsageError;
+use super::config::{KubeConfig, LocalEtcd, ReportConfig, ServerTls};
+use super::Config;
 use crate::cli::ServeArgs;
+use crate::error::{Error, Result};
 use crate::evidence::etcd::parse_endpoints;
 use crate::evidence::kube::{service_account_token_mounted, KubeTarget};
 use crate::exit::Exit;
-use crate::server::config::{KubeConfig, LocalEtcd, ReportConfig, ServerTls};
-use crate::server::{self, Config};
 
 /// Runs the sidecar until SIGTERM or SIGINT; exits 0 after draining, 2 for a
 /// configuration error (bad flag, unreadable TLS file, port in use).
-pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ServeArgs) -> Result<Exit> {
     let config = config(args)?;
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -29,19 +29,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         .thread_name("serve")
         .enable_all()
         .build()
-        .context("cannot start the tokio runtime")?;
+        .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
     let result = runtime.block_on(async {
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(on_signal(shutdown.clone()));
-        let result = server::run(config, shutdown.clone(), |_| {}).await;
+        let result = super::run(config, shutdown.clone(), |_| {}).await;
         signals.abort();
         result
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => Ok(Exit::Ok),
-        Err(e) if e.is_configuration() => Err(UsageError(e.to_string()).into()),
-        Err(e) => Err(e.into()),
+        Err(e) if e.is_configuration() => Err(Error::Usage(e.to_string())),
+        Err(e) => Err(Error::internal("serve", &e)),
     }
 }
 
@@ -65,26 +65,26 @@ async fn on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-fn positive(flag: &str, d: Duration) -> Result<Duration, UsageError> {
+fn positive(flag: &str, d: Duration) -> Result<Duration> {
     if d.is_zero() {
-        return Err(UsageError(format!("{flag} must be greater than zero")));
+        return Err(Error::Usage(format!("{flag} must be greater than zero")));
     }
     Ok(d)
 }
 
 /// Validates the flags into a [`Config`] (no I/O but the service-account probe
 /// that decides `--kube`'s default).
-pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
+pub fn config(args: &ServeArgs) -> Result<Config> {
     let endpoints = parse_endpoints(&args.endpoints);
     let endpoint = endpoints
         .first()
         .cloned()
-        .ok_or_else(|| UsageError("--endpoints names no endpoint".to_owned()))?;
+        .ok_or_else(|| Error::Usage("--endpoints names no endpoint".to_owned()))?;
     if endpoints.len() > 1 {
         tracing::warn!(used = %endpoint, "serve watches the local member only: using the first of --endpoints");
     }
     if args.max_watchers == 0 {
-        return Err(UsageError("--max-watchers must be at least 1".to_owned()));
+        return Err(Error::Usage("--max-watchers must be at least 1".to_owned()));
     }
     let poll_interval = positive("--poll-interval", args.poll_interval)?;
     let poll_timeout = positive("--poll-timeout", args.poll_timeout)?;
@@ -100,10 +100,12 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
     let kube_on = args.kube.kube.unwrap_or_else(service_account_token_mounted);
     let kube = if kube_on {
         let namespace = namespace.clone().ok_or_else(|| {
-            UsageError("--kube needs the Pod's namespace (--namespace / POD_NAMESPACE)".to_owned())
+            Error::Usage(
+                "--kube needs the Pod's namespace (--namespace / POD_NAMESPACE)".to_owned(),
+            )
         })?;
         let member_name = pod_name.clone().ok_or_else(|| {
-            UsageError(
+            Error::Usage(
                 "--kube needs the Pod's name (--pod-name / POD_NAME, or --name / ETCD_MEMBER_NAME)"
                     .to_owned(),
             )
@@ -129,13 +131,13 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
             client_ca: args.tls_client_ca.clone(),
         }),
         (None, None) if args.tls_client_ca.is_some() => {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--tls-client-ca needs --tls-cert and --tls-key".to_owned(),
             ))
         }
         (None, None) => None,
         _ => {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--tls-cert and --tls-key go together".to_owned(),
             ))
         }
@@ -180,8 +182,8 @@ pub fn config(args: &ServeArgs) -> Result<Config, UsageError> {
         max_watchers: args.max_watchers,
         report,
         shutdown_grace: args.shutdown_grace,
-        limits: crate::server::conn::Limits {
-            max_connections: crate::server::conn::connection_limit(args.max_connections),
+        limits: super::conn::Limits {
+            max_connections: super::conn::connection_limit(args.max_connections),
             header_read_timeout: args.header_read_timeout,
             idle_timeout: args.idle_timeout,
         },
