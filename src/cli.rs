@@ -38,15 +38,6 @@ pub enum Command {
     Serve(Box<ServeArgs>),
 }
 
-/// Placeholder for a subcommand whose issue has not landed: it accepts any
-/// arguments and exits 2 with "not implemented yet".
-#[derive(Debug, Args)]
-pub struct NotYetArgs {
-    /// Ignored.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
-}
-
 /// Where the data lives.
 #[derive(Debug, Clone, Args)]
 pub struct DataDirArgs {
@@ -69,8 +60,10 @@ pub struct OutputArgs {
 /// `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
+    /// Where the data lives.
     #[command(flatten)]
     pub dirs: DataDirArgs,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
     /// Also compute the KV hash, revision and key count `etcdutl snapshot status` prints.
@@ -152,10 +145,13 @@ pub struct KubeArgs {
 /// (`preflight`, and `restore` for its "cluster already formed" gate).
 #[derive(Debug, Clone, Args)]
 pub struct EvidenceArgs {
+    /// Who this member is.
     #[command(flatten)]
     pub identity: IdentityArgs,
+    /// How to reach the live cluster.
     #[command(flatten)]
     pub etcd: EtcdConnArgs,
+    /// How to reach the Kubernetes API.
     #[command(flatten)]
     pub kube: KubeArgs,
     /// Hint: this member's ID as the operator last saw it (non-empty = the cluster formed).
@@ -175,10 +171,13 @@ pub struct EvidenceArgs {
 /// `preflight`.
 #[derive(Debug, Args)]
 pub struct PreflightArgs {
+    /// Where the data lives.
     #[command(flatten)]
     pub dirs: DataDirArgs,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Shared flags: EvidenceArgs.
     #[command(flatten)]
     pub evidence: EvidenceArgs,
     /// Where to write the verdict for the sidecar [default: /run/etcd-agent/preflight.json when that directory exists].
@@ -192,8 +191,10 @@ pub struct PreflightArgs {
 /// `wipe` and `verify-wipe` (SPEC §2.4).
 #[derive(Debug, Args)]
 pub struct WipeArgs {
+    /// Where the data lives.
     #[command(flatten)]
     pub dirs: DataDirArgs,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
     /// Tolerate a top-level `lost+found` directory (a filesystem's root): verify-wipe lists it and its contents as allowed, wipe keeps it [default: it counts as remaining, and wipe removes it].
@@ -207,6 +208,7 @@ pub struct InstallArgs {
     /// Directory to copy this binary into, as `<dest>/etcd-member-agent` (required; it must exist and be writable).
     #[arg(long, env = "TOOLS_DEST_DIR")]
     pub dest: Option<PathBuf>,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
     /// How long the copy may take to answer `--version` (5, 5s, 500ms, 1m).
@@ -226,6 +228,7 @@ pub struct PodCheckArgs {
     /// A kubeconfig to use instead of the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
     /// The whole check's time budget, every API call included (5, 5s, 500ms, 1m).
@@ -237,6 +240,7 @@ pub struct PodCheckArgs {
 /// `--password`: it asks only the local member, and Status and MemberList need no auth.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Where the data lives.
     #[command(flatten)]
     pub dirs: DataDirArgs,
     /// This member's name (etcd --name); also the Pod and EtcdMember name when --pod-name is not given.
@@ -245,8 +249,10 @@ pub struct ServeArgs {
     /// The local member's client URL (serve watches this one member; only the first of a list is used).
     #[arg(long, env = "ETCD_ENDPOINTS", default_value = "http://127.0.0.1:2379")]
     pub endpoints: String,
+    /// How to reach the live cluster.
     #[command(flatten)]
     pub etcd: EtcdConnArgs,
+    /// How to reach the Kubernetes API.
     #[command(flatten)]
     pub kube: KubeArgs,
     /// gRPC listen address (MemberAgent, health, reflection).
@@ -355,10 +361,13 @@ fn parse_flag_env(s: &str) -> Result<bool, String> {
 /// `SNAPSHOT_DEST_KIND` names; the gate uses the same evidence as `preflight`.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
+    /// Where the data lives.
     #[command(flatten)]
     pub dirs: DataDirArgs,
+    /// How the result is printed.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Shared flags: EvidenceArgs.
     #[command(flatten)]
     pub evidence: EvidenceArgs,
     /// Restore from this snapshot file (`etcdctl snapshot save` output, or a raw `db` with --skip-hash-check).

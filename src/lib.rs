@@ -4,6 +4,8 @@
 //! The direction of imports is the architecture: [`disk`] knows nothing of the
 //! network, [`verdict`] knows nothing of I/O, [`cmd`] composes them.
 
+#![warn(missing_docs)]
+
 #[cfg(test)]
 mod architecture;
 /// Child processes bounded by their process group: every tool the agent runs.

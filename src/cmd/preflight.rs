@@ -20,7 +20,7 @@ use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::wal;
 use crate::error::Error;
-use crate::evidence::{self, etcd as live_src, kube as kube_src};
+use crate::evidence::{self, etcd as live_src, kube as kube_src, Source};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, write_termination_message};
 use crate::verdict::{
@@ -222,8 +222,8 @@ impl Config {
 /// One source's entry in the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvidenceEntry {
-    /// `data-dir`, `etcd`, `kube` or `env`.
-    pub source: &'static str,
+    /// Which source.
+    pub source: Source,
     /// The source was asked and answered.
     pub answered: bool,
     /// Why it did not answer, or why it was not asked.
@@ -429,8 +429,8 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         (
             Answer::NotConfigured,
             Answer::NotConfigured,
-            unused("etcd"),
-            unused("kube"),
+            unused(Source::Etcd),
+            unused(Source::Kube),
         )
     });
 
@@ -456,7 +456,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
 
     let hinted = cfg.hint_member_id.is_some() || cfg.hint_cluster_id.is_some();
     let env_entry = EvidenceEntry {
-        source: "env",
+        source: Source::Env,
         answered: hinted,
         error: (!hinted)
             .then(|| "ETCD_MEMBER_ID and ETCD_CLUSTER_ID are empty (proves nothing)".to_string()),
@@ -467,7 +467,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         elapsed_ms: 0,
     };
     let dir_entry = EvidenceEntry {
-        source: "data-dir",
+        source: Source::DataDir,
         answered: !matches!(dir.state, crate::disk::layout::DirState::Unreadable),
         error: dir.problem.as_ref().map(|p| p.message.clone()),
         said: json!({
@@ -519,7 +519,7 @@ async fn gather(
         let Some(conn) = &cfg.etcd else {
             return (
                 Answer::NotConfigured,
-                not_configured("etcd", "ETCD_PEER_ENDPOINTS is not set"),
+                not_configured(Source::Etcd, "ETCD_PEER_ENDPOINTS is not set"),
             );
         };
         // An answer showing this member started settles the question:
@@ -576,7 +576,7 @@ async fn gather(
                     raft_term: l.raft_term,
                 };
                 let entry = EvidenceEntry {
-                    source: "etcd",
+                    source: Source::Etcd,
                     answered: true,
                     error: None,
                     said: serde_json::to_value(&l).unwrap_or_default(),
@@ -586,7 +586,10 @@ async fn gather(
             }
             Err(e) => {
                 let why = e.to_string();
-                (Answer::NoAnswer(why.clone()), no_answer("etcd", why, t))
+                (
+                    Answer::NoAnswer(why.clone()),
+                    no_answer(Source::Etcd, why, t),
+                )
             }
         }
     };
@@ -595,7 +598,10 @@ async fn gather(
         let Some(target) = &cfg.kube else {
             return (
                 Answer::NotConfigured,
-                not_configured("kube", "--kube is off (no service-account token mounted)"),
+                not_configured(
+                    Source::Kube,
+                    "--kube is off (no service-account token mounted)",
+                ),
             );
         };
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -612,7 +618,7 @@ async fn gather(
                     pod_uid: rec.member.pod_uid.clone(),
                 };
                 let entry = EvidenceEntry {
-                    source: "kube",
+                    source: Source::Kube,
                     answered: true,
                     error: None,
                     said: serde_json::to_value(&rec).unwrap_or_default(),
@@ -622,7 +628,10 @@ async fn gather(
             }
             Err(e) => {
                 let why = e.to_string();
-                (Answer::NoAnswer(why.clone()), no_answer("kube", why, t))
+                (
+                    Answer::NoAnswer(why.clone()),
+                    no_answer(Source::Kube, why, t),
+                )
             }
         }
     };
@@ -630,7 +639,7 @@ async fn gather(
     (live, op, live_entry, kube_entry)
 }
 
-fn not_configured(source: &'static str, why: &str) -> EvidenceEntry {
+fn not_configured(source: Source, why: &str) -> EvidenceEntry {
     EvidenceEntry {
         source,
         answered: false,
@@ -640,7 +649,7 @@ fn not_configured(source: &'static str, why: &str) -> EvidenceEntry {
     }
 }
 
-fn no_answer(source: &'static str, why: String, since: Instant) -> EvidenceEntry {
+fn no_answer(source: Source, why: String, since: Instant) -> EvidenceEntry {
     EvidenceEntry {
         source,
         answered: false,

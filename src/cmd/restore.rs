@@ -43,6 +43,7 @@ use crate::disk::ids::hex_id;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::error::Error;
+use crate::evidence::Source;
 use crate::exit::Exit;
 use crate::output;
 use crate::restore::fetch::{self, FetchError, Fetched, StagedSnapshot};
@@ -562,9 +563,9 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         reason: pre.reason.clone(),
     });
     r.data_dir = Some(pre.data_dir.clone());
-    let answered = |s: &str| pre.evidence.iter().any(|e| e.source == s && e.answered);
-    let live = answered("etcd");
-    let any = live || answered("kube") || answered("env");
+    let answered = |s: Source| pre.evidence.iter().any(|e| e.source == s && e.answered);
+    let live = answered(Source::Etcd);
+    let any = live || answered(Source::Kube) || answered(Source::Env);
     let staging = Staging::of(&p.data_dir);
     match gate(pre.verdict, live, any) {
         Gate::AlreadyInitialized => {

@@ -18,12 +18,32 @@ pub mod pod;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
+    /// The data directory itself, read offline.
+    DataDir,
     /// The live cluster, asked over etcd's client gRPC API.
     Etcd,
     /// The operator's `EtcdMember`/`EtcdCluster` records in the Kubernetes API.
     Kube,
     /// `ETCD_MEMBER_ID`/`ETCD_CLUSTER_ID`, frozen into the Pod at creation.
     Env,
+}
+
+impl Source {
+    /// The name in every report (`data-dir`, `etcd`, `kube`, `env`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Source::DataDir => "data-dir",
+            Source::Etcd => "etcd",
+            Source::Kube => "kube",
+            Source::Env => "env",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Time left until `deadline`, zero once it has passed.
@@ -38,4 +58,19 @@ pub fn boot_id() -> Option<String> {
         .ok()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Source;
+
+    #[test]
+    fn a_source_has_one_spelling() {
+        for s in [Source::DataDir, Source::Etcd, Source::Kube, Source::Env] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::Value::from(s.name())
+            );
+        }
+    }
 }
