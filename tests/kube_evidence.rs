@@ -5,6 +5,7 @@ mod kube_fake;
 
 use std::time::Duration;
 
+use etcd_member_agent::evidence::client::{ApiError, ConfigError};
 use etcd_member_agent::evidence::kube::{
     client, fetch, Kind, KubeEvidenceError, KubeTarget, OperatorRecord,
 };
@@ -171,11 +172,11 @@ async fn the_record_serializes_with_hex_ids() {
 async fn a_missing_member_is_not_found() {
     let api = FakeApi::start().await.cluster(cluster_obj(CLUSTER, None));
     match fetch_within(&api, Duration::from_secs(5)).await {
-        Err(KubeEvidenceError::NotFound {
+        Err(KubeEvidenceError::Api(ApiError::NotFound {
             kind,
             namespace,
             name,
-        }) => {
+        })) => {
             assert_eq!(kind, Kind::EtcdMember);
             assert_eq!(namespace, NAMESPACE);
             assert_eq!(name, MEMBER);
@@ -191,7 +192,7 @@ async fn a_missing_cluster_is_not_found_as_a_cluster() {
         .await
         .member(member_obj(MEMBER, CLUSTER, true, None));
     match fetch_within(&api, Duration::from_secs(5)).await {
-        Err(KubeEvidenceError::NotFound { kind, name, .. }) => {
+        Err(KubeEvidenceError::Api(ApiError::NotFound { kind, name, .. })) => {
             assert_eq!(kind, Kind::EtcdCluster);
             assert_eq!(name, CLUSTER);
         }
@@ -207,7 +208,7 @@ async fn an_unserved_resource_is_not_confused_with_a_missing_record() {
         .member(member_obj(MEMBER, CLUSTER, true, None))
         .fault(member_path(NAMESPACE, MEMBER), Fault::NotServed);
     match fetch_within(&api, Duration::from_secs(5)).await {
-        Err(KubeEvidenceError::NotServed { kind, message }) => {
+        Err(KubeEvidenceError::Api(ApiError::NotServed { kind, message })) => {
             assert_eq!(kind, Kind::EtcdMember);
             assert!(
                 message.contains("could not find the requested resource"),
@@ -228,9 +229,9 @@ async fn forbidden_says_which_rbac_verb_and_resource_are_missing() {
         .fault(cluster_path(NAMESPACE, CLUSTER), Fault::Status(403));
     let err = fetch_within(&api, Duration::from_secs(5)).await;
     match &err {
-        Err(KubeEvidenceError::Forbidden {
+        Err(KubeEvidenceError::Api(ApiError::Forbidden {
             verb, kind, name, ..
-        }) => {
+        })) => {
             assert_eq!(*verb, "get");
             assert_eq!(*kind, Kind::EtcdCluster);
             assert_eq!(name, CLUSTER);
@@ -254,13 +255,13 @@ async fn a_server_error_is_an_api_error_with_its_code() {
         .member(member_obj(MEMBER, CLUSTER, true, None))
         .fault(member_path(NAMESPACE, MEMBER), Fault::Status(500));
     match fetch_within(&api, Duration::from_secs(5)).await {
-        Err(KubeEvidenceError::Api {
+        Err(KubeEvidenceError::Api(ApiError::Api {
             code,
             reason,
             message,
             kind,
             ..
-        }) => {
+        })) => {
             assert_eq!(code, 500);
             assert_eq!(reason, "InternalError");
             assert!(
@@ -299,7 +300,7 @@ async fn a_server_that_stays_overloaded_reports_its_last_answer_by_the_deadline(
     let result = fetch_within(&api, budget).await;
     assert!(started.elapsed() <= budget + Duration::from_millis(300));
     match result {
-        Err(KubeEvidenceError::Api { code, reason, .. }) => {
+        Err(KubeEvidenceError::Api(ApiError::Api { code, reason, .. })) => {
             assert_eq!(code, 503);
             assert_eq!(reason, "ServiceUnavailable");
         }
@@ -322,11 +323,11 @@ async fn a_slow_server_times_out_by_the_deadline() {
     let took = started.elapsed();
     assert!(took <= budget + Duration::from_millis(200), "took {took:?}");
     match result {
-        Err(KubeEvidenceError::Timeout {
+        Err(KubeEvidenceError::Api(ApiError::Timeout {
             kind,
             namespace,
             name,
-        }) => {
+        })) => {
             assert_eq!(kind, Kind::EtcdCluster);
             assert_eq!(namespace, NAMESPACE);
             assert_eq!(name, CLUSTER);
@@ -359,10 +360,10 @@ async fn the_client_request_timeout_also_bounds_a_call() {
     assert!(
         matches!(
             result,
-            Err(KubeEvidenceError::Timeout {
+            Err(KubeEvidenceError::Api(ApiError::Timeout {
                 kind: Kind::EtcdMember,
                 ..
-            })
+            }))
         ),
         "{result:?}"
     );
@@ -375,9 +376,9 @@ async fn a_truncated_json_body_is_malformed() {
         .await
         .fault(member_path(NAMESPACE, MEMBER), Fault::truncated_json());
     match fetch_within(&api, Duration::from_secs(5)).await {
-        Err(KubeEvidenceError::Malformed { kind, field, .. }) => {
+        Err(KubeEvidenceError::Api(ApiError::Malformed { kind, name, .. })) => {
             assert_eq!(kind, Kind::EtcdMember);
-            assert_eq!(field, "(body)");
+            assert_eq!(name, MEMBER);
         }
         other => panic!("expected Malformed, got {other:?}"),
     }
@@ -442,7 +443,7 @@ async fn an_unreachable_api_server_is_reported_by_the_deadline() {
     let result = fetch(&kube, &target, Instant::now() + budget).await;
     assert!(started.elapsed() <= budget + Duration::from_millis(200));
     match result {
-        Err(KubeEvidenceError::Unreachable { kind, detail, .. }) => {
+        Err(KubeEvidenceError::Api(ApiError::Unreachable { kind, detail, .. })) => {
             assert_eq!(kind, Kind::EtcdMember);
             assert!(!detail.is_empty());
         }
@@ -459,7 +460,7 @@ async fn a_missing_kubeconfig_is_a_config_error() {
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
     };
     match client(&target, Duration::from_secs(1)).await {
-        Err(KubeEvidenceError::Config { from, .. }) => {
+        Err(KubeEvidenceError::Config(ConfigError { from, .. })) => {
             assert!(from.contains("no-such-kubeconfig"), "{from}")
         }
         Err(other) => panic!("expected Config, got {other:?}"),

@@ -23,7 +23,8 @@ use serde::Serialize;
 use tokio::time::{timeout_at, Instant};
 
 use crate::cli::PodCheckArgs;
-use crate::evidence::kube::{client, render_chain, KubeTarget};
+use crate::error::chain as render_chain;
+use crate::evidence::client::client;
 pub use crate::evidence::pod::{check_pod, Hazard, PodCheckError, PodReport};
 use crate::exit::Exit;
 use crate::output::emit;
@@ -107,12 +108,7 @@ fn valid_name(s: &str) -> bool {
 /// this on every period; a caller that keeps a client calls [`check_pod`].
 pub async fn run_check(config: &PodCheckConfig) -> Result<PodReport, PodCheckError> {
     let deadline = Instant::now() + config.timeout;
-    let target = KubeTarget {
-        namespace: config.namespace.clone(),
-        member_name: config.pod_name.clone(),
-        kubeconfig: config.kubeconfig.clone(),
-    };
-    let kube = timeout_at(deadline, client(&target, config.timeout))
+    let kube = timeout_at(deadline, client(config.kubeconfig.as_ref(), config.timeout))
         .await
         .map_err(|_| PodCheckError::ClientTimeout)??;
     check_pod(&kube, &config.namespace, &config.pod_name, deadline).await

@@ -165,7 +165,7 @@ impl Config {
         let kube_on = a
             .kube
             .kube
-            .unwrap_or_else(kube_src::service_account_token_mounted);
+            .unwrap_or_else(evidence::client::service_account_token_mounted);
         let kube = if kube_on {
             let namespace = a
                 .kube

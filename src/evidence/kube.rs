@@ -14,25 +14,22 @@
 //! (`Unreachable`). Transient answers (429, 503, 504, connection failures) are
 //! retried with backoff until the deadline; the last one is reported.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ::kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use ::kube::config::{KubeConfigOptions, Kubeconfig};
-use ::kube::{Client, Config};
+use ::kube::Client;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
-use super::remaining;
+use super::client::{call, ApiError, ApiKind, ConfigError};
 use crate::disk::ids::parse_hex_id;
 
 /// API group of the operator's resources.
 pub const GROUP: &str = "etcd-operator.cozystack.io";
 /// API version of the operator's resources.
 pub const VERSION: &str = "v1alpha2";
-/// Where a mounted service-account token lives in a Pod.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /// Which record to read and how to reach the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,166 +130,57 @@ pub struct OperatorRecord {
 /// Why the operator's records could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeEvidenceError {
-    /// No usable client configuration: the kubeconfig is missing or invalid, or
-    /// there is neither an in-cluster service account nor a local kubeconfig.
-    #[error("cannot configure a Kubernetes client from {from}: {source}")]
-    Config {
-        /// Where the configuration was looked for.
-        from: String,
-        /// What went wrong.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The API server answered 404 for this object: the record does not exist.
-    #[error("{kind} {namespace}/{name} not found")]
-    NotFound {
-        /// The kind asked for.
-        kind: Kind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// The API server does not serve the resource at all (404 without an object
-    /// name): the operator's CRDs are not installed, or not at this version.
-    #[error("the API server does not serve {}.{GROUP}/{VERSION} (is the operator's CRD installed?): {message}", kind.plural())]
-    NotServed {
-        /// The kind asked for.
-        kind: Kind,
-        /// The API server's message.
-        message: String,
-    },
-    /// 403: the service account lacks RBAC for this read.
-    #[error(
-        "forbidden: the service account needs RBAC `{verb}` on {}.{GROUP} in namespace {namespace} \
-         (a Role with get on etcdmembers and etcdclusters); API server said: {message}",
-        kind.plural()
-    )]
-    Forbidden {
-        /// The verb that was refused (`get`).
-        verb: &'static str,
-        /// The kind whose resource was refused.
-        kind: Kind,
-        /// The namespace of the refused read.
-        namespace: String,
-        /// The object's name.
-        name: String,
-        /// The API server's message.
-        message: String,
-    },
-    /// Any other error status (401, 409, 5xx, …), with the API server's words.
-    #[error("reading {kind} {namespace}/{name} failed with HTTP {code} {reason}: {message}")]
-    Api {
-        /// The kind asked for.
-        kind: Kind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// HTTP status code.
-        code: u16,
-        /// The `Status` reason (`InternalError`, `ServiceUnavailable`, …).
-        reason: String,
-        /// The `Status` message.
-        message: String,
-    },
-    /// The deadline passed (or the client's own timeout fired) before an answer.
-    #[error("no answer reading {kind} {namespace}/{name} before the deadline")]
-    Timeout {
-        /// The kind asked for.
-        kind: Kind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// The API server could not be reached (connection refused, TLS, DNS, …).
-    #[error("cannot reach the API server to read {kind} {namespace}/{name}: {detail}")]
-    Unreachable {
-        /// The kind asked for.
-        kind: Kind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// The error and its causes, rendered.
-        detail: String,
-        /// The client's error.
-        #[source]
-        source: Box<::kube::Error>,
-    },
-    /// The answer does not have the shape the operator writes.
+    /// No usable client configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A read failed (not found, forbidden, timeout, unreachable, …).
+    #[error(transparent)]
+    Api(#[from] ApiError<Kind>),
+    /// The record does not have the shape the operator writes.
     #[error("{kind} {name}: field {field} is malformed: {detail}")]
     Malformed {
         /// The kind of the record.
         kind: Kind,
         /// Its name.
         name: String,
-        /// The JSON path of the offending field (`status.memberID`), or
-        /// `(body)` when the answer was not a JSON object at all.
+        /// The JSON path of the offending field (`status.memberID`).
         field: String,
         /// What is wrong with it.
         detail: String,
     },
 }
 
-/// Whether a service-account token is mounted, i.e. whether reading the
-/// operator's records is possible in the first place (the default of `--kube`).
-pub fn service_account_token_mounted() -> bool {
-    Path::new(SERVICE_ACCOUNT_TOKEN).exists()
+impl KubeEvidenceError {
+    /// The deadline passed before an answer.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, KubeEvidenceError::Api(ApiError::Timeout { .. }))
+    }
 }
 
-/// Builds a client from the kubeconfig in `target`, else the in-cluster service
-/// account, else whatever `Config::infer` finds. Every request through it is
-/// bounded by `request_timeout` (connect, read and write), on top of the
-/// per-call deadline of [`fetch`].
+impl ApiKind for Kind {
+    fn rbac_resource(self) -> String {
+        format!("{}.{GROUP}", self.plural())
+    }
+
+    fn not_served(self) -> String {
+        format!(
+            "{}.{GROUP}/{VERSION} (is the operator's CRD installed?)",
+            self.plural()
+        )
+    }
+
+    fn rbac_needed(self) -> &'static str {
+        "a Role with get on etcdmembers and etcdclusters"
+    }
+}
+
+/// A client for `target` (its kubeconfig, else the in-cluster service
+/// account): [`super::client::client`].
 pub async fn client(
     target: &KubeTarget,
     request_timeout: Duration,
 ) -> Result<Client, KubeEvidenceError> {
-    let (mut config, from) = match &target.kubeconfig {
-        Some(path) => {
-            let from = format!("kubeconfig {}", path.display());
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|e| KubeEvidenceError::Config {
-                    from: from.clone(),
-                    source: Box::new(e),
-                })?;
-            let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| KubeEvidenceError::Config {
-                    from: from.clone(),
-                    source: Box::new(e),
-                })?;
-            (config, from)
-        }
-        None => match Config::incluster() {
-            Ok(config) => (config, "the in-cluster service account".to_owned()),
-            Err(in_cluster) => {
-                tracing::debug!(error = %in_cluster, "no in-cluster config; inferring");
-                let config = Config::infer()
-                    .await
-                    .map_err(|e| KubeEvidenceError::Config {
-                        from: "the in-cluster service account or $KUBECONFIG".to_owned(),
-                        source: Box::new(e),
-                    })?;
-                (config, "an inferred configuration".to_owned())
-            }
-        },
-    };
-    config.connect_timeout = Some(request_timeout);
-    config.read_timeout = Some(request_timeout);
-    config.write_timeout = Some(request_timeout);
-    // Without this, the time a pooled connection sat idle counts against the
-    // read timeout of the next request on it.
-    config.reset_reader_on_write = true;
-    // Retries are done here, bounded by the caller's deadline, so that the last
-    // real answer (say, a 503) is reported instead of a bare timeout.
-    config.default_retry = false;
-    Client::try_from(config).map_err(|e| KubeEvidenceError::Config {
-        from,
-        source: Box::new(e),
-    })
+    Ok(super::client::client(target.kubeconfig.as_ref(), request_timeout).await?)
 }
 
 /// Reads the `EtcdMember` named `target.member_name`, then its `EtcdCluster`.
@@ -324,9 +212,6 @@ pub async fn fetch(
     Ok(OperatorRecord { member, cluster })
 }
 
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
 /// One GET, retried on transient failures until the deadline.
 async fn get(
     client: &Client,
@@ -336,33 +221,8 @@ async fn get(
     deadline: Instant,
 ) -> Result<Value, KubeEvidenceError> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind.resource());
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let err = match timeout_at(deadline, api.get(name)).await {
-            Err(_) => return Err(timeout(kind, namespace, name)),
-            Ok(Ok(obj)) => return Ok(object_to_value(obj)),
-            Ok(Err(e)) => classify(e, kind, namespace, name),
-        };
-        let transient = match &err {
-            KubeEvidenceError::Api { code, .. } => matches!(code, 429 | 503 | 504),
-            KubeEvidenceError::Unreachable { .. } => true,
-            _ => false,
-        };
-        if !transient || remaining(deadline) <= backoff {
-            return Err(err);
-        }
-        tracing::debug!(kind = %kind, name, error = %err, ?backoff, "transient error; retrying");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-fn timeout(kind: Kind, namespace: &str, name: &str) -> KubeEvidenceError {
-    KubeEvidenceError::Timeout {
-        kind,
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    }
+    let obj = call(kind, namespace, name, deadline, || api.get(name)).await?;
+    Ok(object_to_value(obj))
 }
 
 /// Back to one JSON object, so parsing sees the document as the API sent it.
@@ -382,78 +242,6 @@ fn object_to_value(obj: DynamicObject) -> Value {
     }
     value
 }
-
-fn classify(e: ::kube::Error, kind: Kind, namespace: &str, name: &str) -> KubeEvidenceError {
-    match e {
-        ::kube::Error::Api(status) => {
-            let names_object = status.details.as_ref().is_some_and(|d| !d.name.is_empty());
-            match status.code {
-                404 if names_object => KubeEvidenceError::NotFound {
-                    kind,
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                },
-                404 => KubeEvidenceError::NotServed {
-                    kind,
-                    message: status.message.clone(),
-                },
-                403 => KubeEvidenceError::Forbidden {
-                    verb: "get",
-                    kind,
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    message: status.message.clone(),
-                },
-                code => KubeEvidenceError::Api {
-                    kind,
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    code,
-                    reason: status.reason.clone(),
-                    message: status.message.clone(),
-                },
-            }
-        }
-        ::kube::Error::SerdeError(json) => KubeEvidenceError::Malformed {
-            kind,
-            name: name.to_owned(),
-            field: "(body)".to_owned(),
-            detail: format!("not a JSON object: {json}"),
-        },
-        other if is_timeout(&other) => timeout(kind, namespace, name),
-        other => {
-            let detail = render_chain(&other);
-            KubeEvidenceError::Unreachable {
-                kind,
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                detail,
-                source: Box::new(other),
-            }
-        }
-    }
-}
-
-/// The client's own read/connect timeouts surface as an I/O `TimedOut` (or a
-/// tower "elapsed") somewhere down the cause chain.
-pub(crate) fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = current {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::TimedOut {
-                return true;
-            }
-        }
-        let text = err.to_string();
-        if text.contains("timed out") || text.contains("deadline has elapsed") {
-            return true;
-        }
-        current = err.source();
-    }
-    false
-}
-
-pub(crate) use crate::error::chain as render_chain;
 
 /// Reads the fields the agent needs from an `EtcdMember` document.
 pub fn parse_member(name: &str, doc: &Value) -> Result<EtcdMemberRecord, KubeEvidenceError> {

@@ -9,6 +9,7 @@
 //! answer* (the error) are kept apart, because "no source could answer" is its
 //! own verdict (`phase-unknown`), never a silent "empty".
 
+pub mod client;
 pub mod etcd;
 pub mod kube;
 pub mod pod;

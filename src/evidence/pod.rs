@@ -62,8 +62,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::future::Future;
-use std::time::Duration;
 
 use ::kube::api::Api;
 use ::kube::core::NamespaceResourceScope;
@@ -73,10 +71,9 @@ use k8s_openapi::api::core::v1::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
-use super::kube::{is_timeout, render_chain, KubeEvidenceError};
-use super::remaining;
+use super::client::{call, ApiError, ApiKind, ConfigError};
 
 /// Waiting reasons that always mean the kubelet cannot build the container
 /// from its spec — a missing ConfigMap, Secret or key, a `runAsNonRoot`
@@ -312,149 +309,49 @@ pub enum PodCheckError {
     /// No usable client configuration: the kubeconfig is missing or invalid, or
     /// there is neither an in-cluster service account nor a kubeconfig.
     #[error(transparent)]
-    ClientConfig(#[from] KubeEvidenceError),
+    ClientConfig(#[from] ConfigError),
     /// Building the client (which may run a kubeconfig's exec credential
     /// plugin) did not finish before the deadline.
     #[error("configuring the Kubernetes client did not finish before the deadline")]
     ClientTimeout,
-    /// The Pod itself does not exist (404 naming it).
-    #[error("{kind} {namespace}/{name} not found")]
-    NotFound {
-        /// The kind asked for (the Pod).
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// A 404 that names no object: the resource is not served at this path
-    /// (a proxy in the way, a wrong server URL).
-    #[error("the API server does not serve {} (HTTP 404 without an object): {message}", kind.plural())]
-    NotServed {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// The API server's message (or the body it sent).
-        message: String,
-    },
-    /// 403: the service account lacks RBAC for this read.
-    #[error(
-        "forbidden: the service account needs RBAC `{verb}` on {} in namespace {namespace} \
-         (pod-check needs get on pods, configmaps and secrets); API server said: {message}",
-        kind.plural()
-    )]
-    Forbidden {
-        /// The verb that was refused (`get`).
-        verb: &'static str,
-        /// The kind whose resource was refused.
-        kind: ObjectKind,
-        /// The namespace of the refused read.
-        namespace: String,
-        /// The object's name.
-        name: String,
-        /// The API server's message.
-        message: String,
-    },
-    /// Any other error status (401, 5xx, …), with the API server's words.
-    #[error("reading {kind} {namespace}/{name} failed with HTTP {code} {reason}: {message}")]
-    Api {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// HTTP status code.
-        code: u16,
-        /// The `Status` reason (`InternalError`, `ServiceUnavailable`, …).
-        reason: String,
-        /// The `Status` message.
-        message: String,
-    },
-    /// The deadline passed (or the client's own timeout fired) before an answer.
-    #[error("no answer reading {kind} {namespace}/{name} before the deadline")]
-    Timeout {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// The client could not authenticate (token file unreadable, exec plugin
-    /// failed).
-    #[error("cannot authenticate to the API server to read {kind} {namespace}/{name}: {detail}")]
-    Auth {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// The error and its causes, rendered.
-        detail: String,
-        /// The client's error.
-        #[source]
-        source: Box<::kube::Error>,
-    },
-    /// The API server could not be reached (connection refused, TLS, DNS, …).
-    #[error("cannot reach the API server to read {kind} {namespace}/{name}: {detail}")]
-    Unreachable {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// The error and its causes, rendered.
-        detail: String,
-        /// The client's error.
-        #[source]
-        source: Box<::kube::Error>,
-    },
-    /// A 2xx answer whose body is not the object asked for.
-    #[error("{kind} {namespace}/{name}: the API server's answer is malformed: {detail}")]
-    Malformed {
-        /// The kind asked for.
-        kind: ObjectKind,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// What is wrong with it.
-        detail: String,
-    },
+    /// A read failed (not found, forbidden, timeout, unreachable, …).
+    #[error(transparent)]
+    Api(#[from] ApiError<ObjectKind>),
 }
 
 impl PodCheckError {
     /// A short stable name for JSON documents and metrics: `client-config`,
-    /// `client-timeout`, `not-found`, `not-served`, `forbidden`, `api`,
-    /// `timeout`, `auth`, `unreachable`, `malformed`.
+    /// `client-timeout`, or [`ApiError::name`] (`not-found`, `not-served`,
+    /// `forbidden`, `api`, `timeout`, `auth`, `unreachable`, `malformed`).
     pub fn kind(&self) -> &'static str {
         match self {
             PodCheckError::ClientConfig(_) => "client-config",
             PodCheckError::ClientTimeout => "client-timeout",
-            PodCheckError::NotFound { .. } => "not-found",
-            PodCheckError::NotServed { .. } => "not-served",
-            PodCheckError::Forbidden { .. } => "forbidden",
-            PodCheckError::Api { .. } => "api",
-            PodCheckError::Timeout { .. } => "timeout",
-            PodCheckError::Auth { .. } => "auth",
-            PodCheckError::Unreachable { .. } => "unreachable",
-            PodCheckError::Malformed { .. } => "malformed",
+            PodCheckError::Api(e) => e.name(),
         }
     }
 
     /// Whether fixing it is a matter of the agent's own configuration (RBAC,
     /// credentials) rather than the API server's health or the Pod's existence.
     pub fn is_configuration(&self) -> bool {
-        matches!(
-            self,
-            PodCheckError::ClientConfig(_)
-                | PodCheckError::ClientTimeout
-                | PodCheckError::Forbidden { .. }
-                | PodCheckError::Auth { .. }
-                | PodCheckError::Api { code: 401, .. }
-        )
+        match self {
+            PodCheckError::ClientConfig(_) | PodCheckError::ClientTimeout => true,
+            PodCheckError::Api(e) => e.is_configuration(),
+        }
+    }
+}
+
+impl ApiKind for ObjectKind {
+    fn rbac_resource(self) -> String {
+        self.plural().to_owned()
+    }
+
+    fn not_served(self) -> String {
+        format!("{} (HTTP 404 without an object)", self.plural())
+    }
+
+    fn rbac_needed(self) -> &'static str {
+        "pod-check needs get on pods, configmaps and secrets"
     }
 }
 
@@ -786,7 +683,7 @@ pub async fn check_pod(
     deadline: Instant,
 ) -> Result<PodReport, PodCheckError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let pod = with_retries(ObjectKind::Pod, namespace, pod_name, deadline, || {
+    let pod = call(ObjectKind::Pod, namespace, pod_name, deadline, || {
         pods.get(pod_name)
     })
     .await?;
@@ -841,120 +738,10 @@ where
         + fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    match with_retries(kind, namespace, name, deadline, || api.get_metadata(name)).await {
+    match call(kind, namespace, name, deadline, || api.get_metadata(name)).await {
         Ok(_) => Ok(true),
-        Err(PodCheckError::NotFound { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// One call, retried on transient failures until the deadline.
-async fn with_retries<T, F, Fut>(
-    kind: ObjectKind,
-    namespace: &str,
-    name: &str,
-    deadline: Instant,
-    mut call: F,
-) -> Result<T, PodCheckError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, ::kube::Error>>,
-{
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let err = match timeout_at(deadline, call()).await {
-            Err(_) => return Err(timeout(kind, namespace, name)),
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => classify(e, kind, namespace, name),
-        };
-        let transient = match &err {
-            PodCheckError::Api { code, .. } => matches!(code, 429 | 503 | 504),
-            PodCheckError::Unreachable { .. } => true,
-            _ => false,
-        };
-        if !transient || remaining(deadline) <= backoff {
-            return Err(err);
-        }
-        tracing::debug!(%kind, name, error = %err, ?backoff, "transient error; retrying");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-fn timeout(kind: ObjectKind, namespace: &str, name: &str) -> PodCheckError {
-    PodCheckError::Timeout {
-        kind,
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    }
-}
-
-fn classify(e: ::kube::Error, kind: ObjectKind, namespace: &str, name: &str) -> PodCheckError {
-    let (namespace, name) = (namespace.to_owned(), name.to_owned());
-    match e {
-        ::kube::Error::Api(status) => {
-            let names_object = status.details.as_ref().is_some_and(|d| !d.name.is_empty());
-            match status.code {
-                404 if names_object => PodCheckError::NotFound {
-                    kind,
-                    namespace,
-                    name,
-                },
-                404 => PodCheckError::NotServed {
-                    kind,
-                    message: status.message.clone(),
-                },
-                403 => PodCheckError::Forbidden {
-                    verb: "get",
-                    kind,
-                    namespace,
-                    name,
-                    message: status.message.clone(),
-                },
-                code => PodCheckError::Api {
-                    kind,
-                    namespace,
-                    name,
-                    code,
-                    reason: status.reason.clone(),
-                    message: status.message.clone(),
-                },
-            }
-        }
-        ::kube::Error::SerdeError(json) => PodCheckError::Malformed {
-            kind,
-            namespace,
-            name,
-            detail: format!("not a {kind} document: {json}"),
-        },
-        ::kube::Error::FromUtf8(utf8) => PodCheckError::Malformed {
-            kind,
-            namespace,
-            name,
-            detail: format!("not UTF-8: {utf8}"),
-        },
-        other if is_timeout(&other) => PodCheckError::Timeout {
-            kind,
-            namespace,
-            name,
-        },
-        other @ ::kube::Error::Auth(_) => PodCheckError::Auth {
-            kind,
-            namespace,
-            name,
-            detail: render_chain(&other),
-            source: Box::new(other),
-        },
-        other => PodCheckError::Unreachable {
-            kind,
-            namespace,
-            name,
-            detail: render_chain(&other),
-            source: Box::new(other),
-        },
+        Err(ApiError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -1284,24 +1071,24 @@ mod tests {
 
     #[test]
     fn configuration_errors_are_told_apart() {
-        let forbidden = PodCheckError::Forbidden {
+        let forbidden = PodCheckError::Api(ApiError::Forbidden {
             verb: "get",
             kind: ObjectKind::Secret,
             namespace: "tenant-a".into(),
             name: "etcd-peer-tls".into(),
             message: "nope".into(),
-        };
+        });
         assert!(forbidden.is_configuration());
         assert_eq!(forbidden.kind(), "forbidden");
         assert!(forbidden.to_string().contains("`get` on secrets"));
-        let down = PodCheckError::Api {
+        let down = PodCheckError::Api(ApiError::Api {
             kind: ObjectKind::Pod,
             namespace: "tenant-a".into(),
             name: "etcd-0".into(),
             code: 500,
             reason: "InternalError".into(),
             message: "boom".into(),
-        };
+        });
         assert!(!down.is_configuration());
         assert_eq!(down.kind(), "api");
     }

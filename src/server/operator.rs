@@ -15,7 +15,7 @@ use super::config::KubeConfig;
 use super::identity::{Hazard, OperatorIds};
 use super::metrics::{Metrics, Outcome};
 use super::poller::{HazardState, OperatorState};
-use crate::evidence::kube::{self, KubeEvidenceError};
+use crate::evidence::kube;
 use crate::evidence::pod;
 
 /// Runs until `shutdown`.
@@ -87,7 +87,7 @@ pub async fn run(
                     });
                 }
                 Err(e) => {
-                    let outcome = if matches!(e, KubeEvidenceError::Timeout { .. }) {
+                    let outcome = if e.is_timeout() {
                         Outcome::timeout
                     } else {
                         Outcome::error

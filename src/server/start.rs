@@ -12,8 +12,9 @@ use super::config::{KubeConfig, LocalEtcd, ReportConfig, ServerTls};
 use super::Config;
 use crate::cli::ServeArgs;
 use crate::error::{Error, Result};
+use crate::evidence::client::service_account_token_mounted;
 use crate::evidence::etcd::parse_endpoints;
-use crate::evidence::kube::{service_account_token_mounted, KubeTarget};
+use crate::evidence::kube::KubeTarget;
 use crate::exit::Exit;
 
 /// Runs the sidecar until SIGTERM or SIGINT; exits 0 after draining, 2 for a
