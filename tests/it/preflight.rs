@@ -10,13 +10,10 @@
 //! test walks one cluster through several scenarios in an order that keeps the
 //! cluster usable for the next step; the step is named in every assertion.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
@@ -66,52 +63,6 @@ fn flip_a_byte_in_an_early_wal_record(data_dir: &Path) {
     file.read_exact_at(&mut byte, at).expect("read the byte");
     byte[0] ^= 0x5a;
     file.write_all_at(&byte, at).expect("flip the byte");
-}
-
-/// A TCP listener that accepts every connection and never sends a byte: a
-/// black-holed peer or API server.
-struct BlackHole {
-    addr: String,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl BlackHole {
-    fn start() -> BlackHole {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = format!("http://{}", listener.local_addr().expect("local_addr"));
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut held = Vec::new();
-            while !stopped.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((socket, _)) => held.push(socket),
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-                // Read what clients send so their writes never block; answer nothing.
-                for socket in &mut held {
-                    let _ = socket.set_nonblocking(true);
-                    let _ = socket.read(&mut [0u8; 4096]);
-                }
-            }
-        });
-        BlackHole {
-            addr,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 /// A kubeconfig whose API server is `server`.
@@ -287,7 +238,7 @@ fn the_directory_decides(version: EtcdVersion) {
 
     let step = "healthy restart, every peer black-holed";
     let holes = [BlackHole::start(), BlackHole::start()];
-    let endpoints = format!("{},{}", holes[0].addr, holes[1].addr);
+    let endpoints = format!("{},{}", holes[0].url(), holes[1].url());
     let env = with(
         &with(&m1_env, "ETCD_PEER_ENDPOINTS", &endpoints),
         "AGENT_TIMEOUT",
@@ -310,7 +261,7 @@ fn the_directory_decides(version: EtcdVersion) {
     })
     .unwrap_or_else(|e| panic!("{step}: m0 keeps its leadership: {e}"));
     let hole = BlackHole::start();
-    let endpoints = format!("{},{}", cluster[0].client_url(), hole.addr);
+    let endpoints = format!("{},{}", cluster[0].client_url(), hole.url());
     let budget = Duration::from_secs(10);
     let env = with(
         &with(&m1_env, "ETCD_PEER_ENDPOINTS", &endpoints),
@@ -453,7 +404,7 @@ fn black_holed_peers_without_kubernetes_give_phase_unknown_within_the_budget() {
         ("ETCD_INITIAL_CLUSTER_TOKEN".into(), "preflight".into()),
         (
             "ETCD_PEER_ENDPOINTS".into(),
-            format!("{},{}", holes[0].addr, holes[1].addr),
+            format!("{},{}", holes[0].url(), holes[1].url()),
         ),
         ("AGENT_TIMEOUT".into(), format!("{}ms", BUDGET.as_millis())),
     ];
@@ -469,7 +420,9 @@ fn black_holed_peers_without_kubernetes_give_phase_unknown_within_the_budget() {
         with(
             &env,
             "KUBECONFIG",
-            kubeconfig(kube_dir.path(), &api.addr).display().to_string(),
+            kubeconfig(kube_dir.path(), &api.url())
+                .display()
+                .to_string(),
         )
     };
     let cases = [

