@@ -3,62 +3,38 @@
 //! runnable. The last test proves the release binary is self-contained: it runs,
 //! installs and verifies inside an empty chroot as uid 65532. It needs a static
 //! build (`scripts/build-static` prints its path; pass it as `AGENT_STATIC_BIN`)
-//! and says loudly when it is skipped.
+//! and says loudly when it is skipped (under `CI=true` it fails instead, as do
+//! the uid-65532 tests when that uid cannot run the test binary).
 
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use serde_json::Value;
+use crate::common::{pod_uid_can_run_the_agent, run_command, skip, AgentRun, AGENT_BIN, POD_UID};
 
-const NONROOT: u32 = 65532;
+const NONROOT: u32 = POD_UID;
 
-const BIN: &str = env!("CARGO_BIN_EXE_etcd-member-agent");
+const BIN: &str = AGENT_BIN;
 
 fn version_line() -> String {
     format!("etcd-member-agent {}", env!("CARGO_PKG_VERSION"))
 }
 
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    json: Value,
-    stdout: String,
-    stderr: String,
-}
-
-fn parse(out: std::process::Output) -> Run {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json,
-        stdout,
-        stderr,
-    }
-}
-
-/// Runs `program args` with an empty environment (plus `env`), optionally as `uid`.
-fn run(program: &Path, args: &[&OsStr], env: &[(&str, &str)], uid: Option<u32>) -> Run {
+/// Runs `program args` with an empty environment (plus `env`), optionally as
+/// `uid`, bounded by the patience.
+fn run(program: &Path, args: &[&OsStr], env: &[(&str, &str)], uid: Option<u32>) -> AgentRun {
     let mut cmd = Command::new(program);
-    cmd.env_clear().args(args).stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    cmd.env_clear().args(args).envs(env.iter().copied());
     if let Some(uid) = uid {
         cmd.uid(uid).gid(uid);
     }
-    parse(
-        cmd.output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display())),
-    )
+    run_command(cmd)
 }
 
 /// `install --dest <dest> -o json`, checking the document's exit code.
-fn install(dest: &Path, uid: Option<u32>) -> Run {
+fn install(dest: &Path, uid: Option<u32>) -> AgentRun {
     let args = [
         OsStr::new("install"),
         OsStr::new("--dest"),
@@ -68,7 +44,7 @@ fn install(dest: &Path, uid: Option<u32>) -> Run {
     ];
     let r = run(Path::new(BIN), &args, &[], uid);
     assert_eq!(
-        r.json["exit_code"].as_i64(),
+        r.json()["exit_code"].as_i64(),
         Some(i64::from(r.code)),
         "one JSON document with the exit code, whatever the outcome: {r:?}"
     );
@@ -90,20 +66,6 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-fn nonroot_can_run_the_binary() -> bool {
-    let bin = Path::new(BIN);
-    let ok = bin
-        .ancestors()
-        .skip(1)
-        .filter(|a| !a.as_os_str().is_empty())
-        .all(|a| std::fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0))
-        && std::fs::metadata(bin).is_ok_and(|m| m.mode() & 0o005 == 0o005);
-    if !ok {
-        eprintln!("!!! SKIPPED: {BIN} is not reachable/executable by uid {NONROOT} !!!");
-    }
-    ok
-}
-
 #[test]
 fn install_copies_the_binary_with_mode_0755_and_the_copy_runs() {
     let dest = tempdir();
@@ -118,11 +80,11 @@ fn install_copies_the_binary_with_mode_0755_and_the_copy_runs() {
     let m = std::fs::metadata(&copy).unwrap();
     assert_eq!(m.mode() & 0o7777, 0o755);
     assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(BIN).unwrap());
-    assert_eq!(r.json["dest"], dest.path().to_str().unwrap());
-    assert_eq!(r.json["path"], copy.to_str().unwrap());
-    assert_eq!(r.json["bytes"].as_u64(), Some(m.len()));
-    assert_eq!(r.json["version"], version_line());
-    assert_eq!(r.json["replaced"], false);
+    assert_eq!(r.json()["dest"], dest.path().to_str().unwrap());
+    assert_eq!(r.json()["path"], copy.to_str().unwrap());
+    assert_eq!(r.json()["bytes"].as_u64(), Some(m.len()));
+    assert_eq!(r.json()["version"], version_line());
+    assert_eq!(r.json()["replaced"], false);
 
     let v = run(&copy, &[OsStr::new("--version")], &[], None);
     assert_eq!(v.code, 0, "{v:?}");
@@ -135,7 +97,7 @@ fn a_second_install_is_idempotent() {
     assert_eq!(install(dest.path(), None).code, 0);
     let r = install(dest.path(), None);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json["replaced"], true);
+    assert_eq!(r.json()["replaced"], true);
     assert_eq!(names(dest.path()), vec!["etcd-member-agent"]);
     let copy = dest.path().join("etcd-member-agent");
     assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(BIN).unwrap());
@@ -176,7 +138,7 @@ fn a_missing_destination_exits_2_with_a_clear_message() {
     let r = install(&dest, None);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.json["reason"]
+        r.json()["reason"]
             .as_str()
             .unwrap()
             .contains("does not exist"),
@@ -195,8 +157,8 @@ fn no_destination_at_all_exits_2() {
         None,
     );
     assert_eq!(r.code, 2, "{r:?}");
-    assert_eq!(r.json["exit_code"], 2);
-    assert!(r.json["reason"]
+    assert_eq!(r.json()["exit_code"], 2);
+    assert!(r.json()["reason"]
         .as_str()
         .unwrap()
         .contains("TOOLS_DEST_DIR"));
@@ -209,7 +171,7 @@ fn a_destination_that_is_a_file_exits_2() {
     std::fs::write(&file, b"").unwrap();
     let r = install(&file, None);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.json["reason"]
+    assert!(r.json()["reason"]
         .as_str()
         .unwrap()
         .contains("not a directory"));
@@ -217,14 +179,17 @@ fn a_destination_that_is_a_file_exits_2() {
 
 #[test]
 fn a_destination_not_writable_by_uid_65532_exits_2() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let dest = tempdir(); // root's, 0755
     let r = install(dest.path(), Some(NONROOT));
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.json["reason"].as_str().unwrap().contains("not writable"),
+        r.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not writable"),
         "{r:?}"
     );
     assert!(names(dest.path()).is_empty());
@@ -232,7 +197,7 @@ fn a_destination_not_writable_by_uid_65532_exits_2() {
 
 #[test]
 fn uid_65532_installs_into_its_own_volume() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let dest = tempdir();
@@ -248,14 +213,9 @@ fn uid_65532_installs_into_its_own_volume() {
 #[test]
 fn the_static_binary_runs_installs_and_verifies_in_an_empty_chroot_as_65532() {
     let Some(bin) = std::env::var_os("AGENT_STATIC_BIN").filter(|b| !b.is_empty()) else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI must run the empty-chroot test: set AGENT_STATIC_BIN=$(scripts/build-static)"
-        );
-        eprintln!(
-            "!!! SKIPPED: set AGENT_STATIC_BIN to the static release binary \
-             (AGENT_STATIC_BIN=$(scripts/build-static)) to run the empty-chroot test !!!"
+        skip(
+            "set AGENT_STATIC_BIN to the static release binary \
+             (AGENT_STATIC_BIN=$(scripts/build-static)) to run the empty-chroot test",
         );
         return;
     };
@@ -297,8 +257,8 @@ fn the_static_binary_runs_installs_and_verifies_in_an_empty_chroot_as_65532() {
 
     let i = in_chroot(&["install", "--dest", "/tools", "-o", "json"]);
     assert_eq!(i.code, 0, "{i:?}");
-    assert_eq!(i.json["path"], "/tools/etcd-member-agent");
-    assert_eq!(i.json["version"], version_line());
+    assert_eq!(i.json()["path"], "/tools/etcd-member-agent");
+    assert_eq!(i.json()["version"], version_line());
     assert_eq!(
         std::fs::read(tools.join("etcd-member-agent")).unwrap(),
         std::fs::read(&bin).unwrap()
@@ -306,7 +266,7 @@ fn the_static_binary_runs_installs_and_verifies_in_an_empty_chroot_as_65532() {
 
     let w = in_chroot(&["verify-wipe", "--data-dir", "/data", "-o", "json"]);
     assert_eq!(w.code, 0, "{w:?}");
-    assert_eq!(w.json["empty"], true);
+    assert_eq!(w.json()["empty"], true);
 }
 
 /// A tmpfs mounted for one test with `options`, unmounted when dropped whatever
@@ -352,7 +312,7 @@ fn a_noexec_destination_exits_2_and_leaves_no_copy() {
     let r = install(fs.path(), None);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.json["reason"].as_str().unwrap().contains("noexec"),
+        r.json()["reason"].as_str().unwrap().contains("noexec"),
         "{r:?}"
     );
     assert!(names(fs.path()).is_empty(), "{:?}", names(fs.path()));
@@ -363,7 +323,10 @@ fn a_full_destination_exits_3_and_leaves_no_copy() {
     let fs = Tmpfs::mount("size=1m,mode=0755");
     let r = install(fs.path(), None);
     assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.json["reason"].as_str().unwrap().contains("full"), "{r:?}");
+    assert!(
+        r.json()["reason"].as_str().unwrap().contains("full"),
+        "{r:?}"
+    );
     assert!(names(fs.path()).is_empty(), "{:?}", names(fs.path()));
 }
 
@@ -375,7 +338,7 @@ fn a_directory_in_place_of_the_binary_exits_2_and_is_left_alone() {
     let r = install(dest.path(), None);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.json["reason"]
+        r.json()["reason"]
             .as_str()
             .unwrap()
             .contains("is a directory"),

@@ -4,7 +4,7 @@
 //!
 //! The shared harness:
 //! * [`common`]: real etcd clusters on loopback, the agent run as a black box,
-//!   ports, patience, tree snapshots.
+//!   ports, patience, tree snapshots, skips that fail under `CI=true`.
 //! * [`kube_fake`]: an in-process fake Kubernetes API server.
 //! * [`preflight_support`]: preflight runs against a live cluster.
 //! * [`serve_support`]: the `serve` sidecar, its collector and TLS material.

@@ -1,70 +1,42 @@
 //! `wipe` and `verify-wipe` as black boxes: the binary run with a cleared
 //! environment, its exit code and its `-o json` document checked, the tree on disk
 //! compared before and after. Permission cases run the binary as uid/gid 65532
-//! (the tests run as root, which no mode bit stops). The refusal cases run real
-//! etcd 3.5.1, 3.6 and 3.7 members of the shared harness and prove they still
-//! serve after the refusal.
+//! (the tests run as root, which no mode bit stops; under `CI=true` they must
+//! run). The refusal cases run real etcd 3.5.1, 3.6 and 3.7 members of the
+//! shared harness and prove they still serve after the refusal.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use serde_json::Value;
-
-use crate::common::{Cluster, EtcdVersion};
+use crate::common::{
+    pod_uid_can_run_the_agent, run_agent, run_agent_as, AgentRun, Cluster, EtcdVersion, POD_UID,
+};
 
 /// The unprivileged user etcd and the agent run as in the Pod.
-const NONROOT: u32 = 65532;
+const NONROOT: u32 = POD_UID;
 
-const BIN: &str = env!("CARGO_BIN_EXE_etcd-member-agent");
-
-/// The outcome of one run of the binary.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    json: Value,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the agent with an empty environment (plus `env`), optionally as `uid`.
-fn agent(args: &[&OsStr], env: &[(&str, &str)], uid: Option<u32>) -> Run {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear().args(args).stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    if let Some(uid) = uid {
-        cmd.uid(uid).gid(uid);
-    }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = if stdout.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"))
+/// Runs the agent with `args` and `env`, optionally as `uid`; stdout, when
+/// there is any, must be one JSON document.
+fn agent(args: &[&OsStr], env: &[(&str, &str)], uid: Option<u32>) -> AgentRun {
+    let run = match uid {
+        Some(uid) => run_agent_as(uid, uid, args, env),
+        None => run_agent(args, env),
     };
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json,
-        stdout,
-        stderr,
+    if !run.stdout.trim().is_empty() {
+        run.json();
     }
+    run
 }
 
 /// `<command> --data-dir <dir> -o json [extra...]` as root.
-fn json_run(command: &str, dir: &Path, extra: &[&str]) -> Run {
+fn json_run(command: &str, dir: &Path, extra: &[&str]) -> AgentRun {
     json_run_as(command, dir, extra, None)
 }
 
-fn json_run_as(command: &str, dir: &Path, extra: &[&str], uid: Option<u32>) -> Run {
+fn json_run_as(command: &str, dir: &Path, extra: &[&str], uid: Option<u32>) -> AgentRun {
     let mut args: Vec<&OsStr> = vec![
         OsStr::new(command),
         OsStr::new("--data-dir"),
@@ -75,7 +47,7 @@ fn json_run_as(command: &str, dir: &Path, extra: &[&str], uid: Option<u32>) -> R
     args.extend(extra.iter().map(OsStr::new));
     let run = agent(&args, &[], uid);
     assert_eq!(
-        run.json["exit_code"].as_i64(),
+        run.json()["exit_code"].as_i64(),
         Some(i64::from(run.code)),
         "exit_code in the document must be the exit status: {run:?}"
     );
@@ -83,8 +55,8 @@ fn json_run_as(command: &str, dir: &Path, extra: &[&str], uid: Option<u32>) -> R
 }
 
 /// The `remaining` (or `allowed`) list as `(path, type)` pairs.
-fn listed(run: &Run, key: &str) -> Vec<(String, String)> {
-    run.json[key]
+fn listed(run: &AgentRun, key: &str) -> Vec<(String, String)> {
+    run.json()[key]
         .as_array()
         .unwrap_or_else(|| panic!("no {key} list: {run:?}"))
         .iter()
@@ -118,25 +90,6 @@ fn chown(path: &Path, uid: u32) {
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// True when uid 65532 can reach and execute the test binary; otherwise the
-/// permission tests cannot say anything and say so loudly.
-fn nonroot_can_run_the_binary() -> bool {
-    let bin = Path::new(BIN);
-    let ancestors_ok = bin
-        .ancestors()
-        .skip(1)
-        .filter(|a| !a.as_os_str().is_empty())
-        .all(|a| std::fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0));
-    let bin_ok = std::fs::metadata(bin).is_ok_and(|m| m.mode() & 0o005 == 0o005);
-    if !(ancestors_ok && bin_ok) {
-        eprintln!(
-            "!!! SKIPPED: {BIN} is not reachable/executable by uid {NONROOT}; \
-             the permission test cannot run here !!!"
-        );
-    }
-    ancestors_ok && bin_ok
 }
 
 /// Everything about a tree that a read-only command must not change: paths,
@@ -183,11 +136,11 @@ fn an_empty_dir_is_verified_empty_with_exit_0() {
     let d = tempdir();
     let run = json_run("verify-wipe", d.path(), &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["empty"], true);
-    assert_eq!(run.json["exists"], true);
-    assert_eq!(run.json["remaining"], serde_json::json!([]));
-    assert_eq!(run.json["allowed"], serde_json::json!([]));
-    assert_eq!(run.json["data_dir"], d.path().to_str().unwrap());
+    assert_eq!(run.json()["empty"], true);
+    assert_eq!(run.json()["exists"], true);
+    assert_eq!(run.json()["remaining"], serde_json::json!([]));
+    assert_eq!(run.json()["allowed"], serde_json::json!([]));
+    assert_eq!(run.json()["data_dir"], d.path().to_str().unwrap());
 }
 
 #[test]
@@ -196,9 +149,9 @@ fn a_hidden_file_is_listed_and_exits_20() {
     write(&d.path().join(".hidden"), "abc");
     let run = json_run("verify-wipe", d.path(), &[]);
     assert_eq!(run.code, 20, "{run:?}");
-    assert_eq!(run.json["empty"], false);
+    assert_eq!(run.json()["empty"], false);
     assert_eq!(listed(&run, "remaining"), pairs(&[(".hidden", "file")]));
-    assert_eq!(run.json["remaining"][0]["size"], 3);
+    assert_eq!(run.json()["remaining"][0]["size"], 3);
 }
 
 #[test]
@@ -226,7 +179,7 @@ fn nested_directories_are_listed_recursively_with_types_and_sizes() {
             ("member/wal/0000000000000000-0000000000000000.wal", "file"),
         ])
     );
-    assert_eq!(run.json["remaining"][4]["size"], 5);
+    assert_eq!(run.json()["remaining"][4]["size"], 5);
     // The human summary goes to stderr and names the entries.
     assert!(run.stderr.contains("member/snap/db"), "{}", run.stderr);
 }
@@ -246,7 +199,7 @@ fn a_symlink_is_listed_as_a_symlink_and_its_target_is_not_followed() {
         pairs(&[("dangling", "symlink"), ("link-to-dir", "symlink")])
     );
     assert_eq!(
-        run.json["remaining"][1]["target"],
+        run.json()["remaining"][1]["target"],
         outside.path().to_str().unwrap()
     );
     assert!(!run.stdout.contains("secret"), "{}", run.stdout);
@@ -262,7 +215,7 @@ fn lost_found_counts_as_remaining_without_the_flag() {
         listed(&run, "remaining"),
         pairs(&[("lost+found", "dir"), ("lost+found/#1234", "file")])
     );
-    assert_eq!(run.json["allowed"], serde_json::json!([]));
+    assert_eq!(run.json()["allowed"], serde_json::json!([]));
 }
 
 #[test]
@@ -271,8 +224,8 @@ fn lost_found_and_its_contents_are_listed_but_allowed_with_the_flag() {
     write(&d.path().join("lost+found/#1234"), "recovered");
     let run = json_run("verify-wipe", d.path(), &["--allow-lost-found"]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["empty"], true);
-    assert_eq!(run.json["remaining"], serde_json::json!([]));
+    assert_eq!(run.json()["empty"], true);
+    assert_eq!(run.json()["remaining"], serde_json::json!([]));
     assert_eq!(
         listed(&run, "allowed"),
         pairs(&[("lost+found", "dir"), ("lost+found/#1234", "file")])
@@ -307,13 +260,13 @@ fn a_lost_found_file_or_a_nested_one_is_not_tolerated() {
     write(&d.path().join("member/lost+found/x"), "");
     let run = json_run("verify-wipe", d.path(), &["--allow-lost-found"]);
     assert_eq!(run.code, 20, "{run:?}");
-    assert_eq!(run.json["allowed"], serde_json::json!([]));
+    assert_eq!(run.json()["allowed"], serde_json::json!([]));
     assert_eq!(listed(&run, "remaining").len(), 4);
 }
 
 #[test]
 fn a_data_dir_unreadable_to_the_running_uid_exits_3_never_empty() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let parent = tempdir();
@@ -322,13 +275,13 @@ fn a_data_dir_unreadable_to_the_running_uid_exits_3_never_empty() {
     chmod(&d, 0o700); // owned by root
     let run = json_run_as("verify-wipe", &d, &[], Some(NONROOT));
     assert_eq!(run.code, 3, "{run:?}");
-    assert_eq!(run.json["empty"], false);
-    assert_eq!(run.json["unreadable"][0]["path"], ".");
+    assert_eq!(run.json()["empty"], false);
+    assert_eq!(run.json()["unreadable"][0]["path"], ".");
 }
 
 #[test]
 fn a_subdirectory_unreadable_to_the_running_uid_exits_3() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let d = tempdir();
@@ -336,15 +289,15 @@ fn a_subdirectory_unreadable_to_the_running_uid_exits_3() {
     chmod(&d.path().join("member"), 0o700); // owned by root
     let run = json_run_as("verify-wipe", d.path(), &[], Some(NONROOT));
     assert_eq!(run.code, 3, "{run:?}");
-    assert_eq!(run.json["empty"], false);
+    assert_eq!(run.json()["empty"], false);
     assert_eq!(listed(&run, "remaining"), pairs(&[("member", "dir")]));
-    assert_eq!(run.json["unreadable"][0]["path"], "member");
-    assert_eq!(run.json["unreadable"][0]["tolerated"], false);
+    assert_eq!(run.json()["unreadable"][0]["path"], "member");
+    assert_eq!(run.json()["unreadable"][0]["tolerated"], false);
 }
 
 #[test]
 fn an_unreadable_lost_found_is_tolerated_with_the_flag() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     // A fresh ext4 volume: lost+found is root's, mode 0700, and etcd runs as 65532.
@@ -358,7 +311,7 @@ fn an_unreadable_lost_found_is_tolerated_with_the_flag() {
         Some(NONROOT),
     );
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["unreadable"][0]["tolerated"], true);
+    assert_eq!(run.json()["unreadable"][0]["tolerated"], true);
     let run = json_run_as("verify-wipe", d.path(), &[], Some(NONROOT));
     assert_eq!(run.code, 3, "{run:?}");
 }
@@ -369,8 +322,8 @@ fn a_missing_data_dir_is_empty_and_says_it_does_not_exist() {
     let d = parent.path().join("never-created");
     let run = json_run("verify-wipe", &d, &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["exists"], false);
-    assert_eq!(run.json["empty"], true);
+    assert_eq!(run.json()["exists"], false);
+    assert_eq!(run.json()["empty"], true);
     assert!(!d.exists(), "verify-wipe must not create the data dir");
 }
 
@@ -381,7 +334,7 @@ fn a_data_dir_that_is_a_file_is_unreadable_not_empty() {
     write(&f, "x");
     let run = json_run("verify-wipe", &f, &[]);
     assert_eq!(run.code, 3, "{run:?}");
-    assert_eq!(run.json["empty"], false);
+    assert_eq!(run.json()["empty"], false);
 }
 
 #[test]
@@ -409,10 +362,10 @@ fn a_separate_wal_dir_is_checked_too() {
     let wal_arg = wal.path().to_str().unwrap();
     let run = json_run("verify-wipe", d.path(), &["--wal-dir", wal_arg]);
     assert_eq!(run.code, 20, "{run:?}");
-    assert_eq!(run.json["empty"], false);
-    assert_eq!(run.json["remaining"], serde_json::json!([]));
-    assert_eq!(run.json["wal_dir"]["path"], wal_arg);
-    assert_eq!(run.json["wal_dir"]["remaining"][0]["path"], "0.wal");
+    assert_eq!(run.json()["empty"], false);
+    assert_eq!(run.json()["remaining"], serde_json::json!([]));
+    assert_eq!(run.json()["wal_dir"]["path"], wal_arg);
+    assert_eq!(run.json()["wal_dir"]["remaining"][0]["path"], "0.wal");
 }
 
 #[test]
@@ -444,9 +397,9 @@ fn wipe_removes_files_hidden_files_and_nested_dirs_then_verifies_empty() {
     write(&d.path().join("a/b/c/d/e"), "deep");
     let run = json_run("wipe", d.path(), &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["empty"], true);
-    assert_eq!(run.json["removed"], 11);
-    assert_eq!(run.json["errors"], serde_json::json!([]));
+    assert_eq!(run.json()["empty"], true);
+    assert_eq!(run.json()["removed"], 11);
+    assert_eq!(run.json()["errors"], serde_json::json!([]));
     assert!(d.path().is_dir(), "the data dir itself is kept");
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }
@@ -535,7 +488,7 @@ fn wipe_empties_a_separate_wal_dir_and_keeps_it() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(wal.path().is_dir());
     assert_eq!(std::fs::read_dir(wal.path()).unwrap().count(), 0);
-    assert_eq!(run.json["wal_dir"]["empty"], true);
+    assert_eq!(run.json()["wal_dir"]["empty"], true);
 }
 
 #[test]
@@ -554,13 +507,13 @@ fn wipe_of_a_missing_data_dir_exits_0_and_creates_nothing() {
     let d = parent.path().join("absent");
     let run = json_run("wipe", &d, &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json["exists"], false);
+    assert_eq!(run.json()["exists"], false);
     assert!(!d.exists());
 }
 
 #[test]
 fn wipe_of_a_subdirectory_unreadable_to_the_running_uid_exits_3() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let d = tempdir();
@@ -577,12 +530,12 @@ fn wipe_of_a_subdirectory_unreadable_to_the_running_uid_exits_3() {
     );
     assert!(d.path().join("locked/inner").exists());
     assert_eq!(listed(&run, "remaining"), pairs(&[("locked", "dir")]));
-    assert_eq!(run.json["errors"][0]["path"], "locked");
+    assert_eq!(run.json()["errors"][0]["path"], "locked");
 }
 
 #[test]
 fn wipe_reports_what_it_could_not_remove_with_20() {
-    if !nonroot_can_run_the_binary() {
+    if !pod_uid_can_run_the_agent() {
         return;
     }
     let d = tempdir();
@@ -595,8 +548,8 @@ fn wipe_reports_what_it_could_not_remove_with_20() {
         listed(&run, "remaining"),
         pairs(&[("roots", "dir"), ("roots/file", "file")])
     );
-    assert_eq!(run.json["errors"][0]["path"], "roots/file");
-    assert!(run.json["errors"][0]["error"]
+    assert_eq!(run.json()["errors"][0]["path"], "roots/file");
+    assert!(run.json()["errors"][0]["error"]
         .as_str()
         .unwrap()
         .contains("ermission denied"));
@@ -751,8 +704,8 @@ fn wipe_refuses_a_wal_dir_holding_more_than_wal_segments_with_20_and_removes_not
         &["--wal-dir", wal.path().to_str().unwrap()],
     );
     assert_eq!(run.code, 20, "{run:?}");
-    assert_eq!(run.json["removed"], 0);
-    let reason = run.json["reason"].as_str().unwrap();
+    assert_eq!(run.json()["removed"], 0);
+    let reason = run.json()["reason"].as_str().unwrap();
     assert!(
         reason.contains("notes.txt") && reason.contains("photos"),
         "{reason}"
@@ -808,9 +761,12 @@ fn wipe_refuses_with_15_while_etcd_runs(version: EtcdVersion) {
     );
     let run = json_run("wipe", &dir, &[]);
     assert_eq!(run.code, 15, "{version}: {run:?}");
-    assert_eq!(run.json["removed"], 0, "{run:?}");
-    assert_eq!(run.json["empty"], false, "{run:?}");
-    assert!(!run.json["locks"].as_array().unwrap().is_empty(), "{run:?}");
+    assert_eq!(run.json()["removed"], 0, "{run:?}");
+    assert_eq!(run.json()["empty"], false, "{run:?}");
+    assert!(
+        !run.json()["locks"].as_array().unwrap().is_empty(),
+        "{run:?}"
+    );
     let after = paths_under(&dir);
     for p in &before {
         assert!(after.contains(p), "{version}: {} vanished", p.display());

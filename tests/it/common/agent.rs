@@ -6,6 +6,7 @@
 //! what a test observes. Tests add exactly the variables they mean.
 
 use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
@@ -13,15 +14,19 @@ use std::time::Duration;
 
 use super::patience::patience;
 use super::process::{describe, run_with_deadline, shell_code};
+use super::skip::skip;
 
 /// The uid/gid the operator runs member Pods as.
 pub const POD_UID: u32 = 65532;
 /// See [`POD_UID`].
 pub const POD_GID: u32 = 65532;
 
+/// The agent binary cargo built for the tests.
+pub const AGENT_BIN: &str = env!("CARGO_BIN_EXE_etcd-member-agent");
+
 /// The agent binary with a cleared environment (only `PATH` kept).
 pub fn agent() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_etcd-member-agent"));
+    let mut cmd = Command::new(AGENT_BIN);
     cmd.env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
@@ -123,6 +128,26 @@ pub fn run_command(mut cmd: Command) -> AgentRun {
         json,
         command,
     }
+}
+
+/// True when [`POD_UID`] can reach and execute the agent binary, so a permission
+/// test can run it as that uid. Otherwise the test cannot say anything: it is
+/// [`skip`]ped (and fails under `CI=true`).
+#[track_caller]
+pub fn pod_uid_can_run_the_agent() -> bool {
+    let bin = Path::new(AGENT_BIN);
+    let ancestors_ok = bin
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .all(|a| std::fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0));
+    let bin_ok = std::fs::metadata(bin).is_ok_and(|m| m.mode() & 0o005 == 0o005);
+    if !(ancestors_ok && bin_ok) {
+        skip(format!(
+            "{AGENT_BIN} is not reachable/executable by uid {POD_UID}; the permission test cannot run here"
+        ));
+    }
+    ancestors_ok && bin_ok
 }
 
 /// Chowns `path` and everything under it (symlinks themselves, not their

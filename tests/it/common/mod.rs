@@ -30,11 +30,12 @@ mod member;
 mod patience;
 mod ports;
 mod process;
+mod skip;
 mod tree;
 
 pub use agent::{
-    agent, chown_recursive, run_agent, run_agent_as, run_command, with, without, AgentRun, POD_GID,
-    POD_UID,
+    agent, chown_recursive, pod_uid_can_run_the_agent, run_agent, run_agent_as, run_command, with,
+    without, AgentRun, AGENT_BIN, POD_GID, POD_UID,
 };
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
@@ -44,6 +45,7 @@ pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
 pub use patience::{ensure, eventually, patience};
 pub use ports::free_port;
 pub use process::{per_process_dir, pid_exists};
+pub use skip::skip;
 pub use tree::{assert_tree_unchanged, entries, tree_diff, tree_snapshot};
 
 /// Evaluates `$check` (an expression of type `Result<T, String>`) until it is
