@@ -223,6 +223,35 @@ fn make_executable(script: &Path) {
     );
 }
 
+/// A scratch dir holding an empty `data` dir, the restore's target.
+fn scratch_with_data() -> (tempfile::TempDir, PathBuf) {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    (base, data)
+}
+
+/// [`restore_env`] for the one member `r0` of a one-member cluster.
+fn r0_env(version: EtcdVersion, data_dir: &Path, scratch: &Path) -> Vec<(String, String)> {
+    restore_env(version, data_dir, "r0", &plan(&["r0"]), scratch)
+}
+
+/// `dir/etcdutl`: a script that passes `version` to the real tool and runs
+/// `body` for anything else.
+fn wrapped_tool(dir: &Path, real: &Path, body: &str) -> PathBuf {
+    let path = dir.join("etcdutl");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = version ]; then exec {real} version; fi\n{body}\n",
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    make_executable(&path);
+    path
+}
+
 // ---------------------------------------------------------------------------
 // Round trips.
 
@@ -554,8 +583,7 @@ fn the_pods_non_root_user_restores_into_a_volume_it_owns() {
     let snap = base.path().join("snap.db");
     std::fs::copy(snapshot(version), &snap).unwrap();
     std::fs::set_permissions(&snap, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(version, &data, "r0", &members, &scratch);
+    let env = r0_env(version, &data, &scratch);
     let run = run_agent_as(
         POD_UID,
         POD_GID,
@@ -581,11 +609,8 @@ fn the_pods_non_root_user_restores_into_a_volume_it_owns() {
 
 #[test]
 fn without_evidence_or_the_allow_flag_restore_is_phase_unknown_with_exit_14() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let (base, data) = scratch_with_data();
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let before = tree_snapshot(&data);
     let run = restore_with(snapshot(EtcdVersion::V3_5), &env, &[]);
     run.assert_code(14);
@@ -601,9 +626,7 @@ fn without_evidence_or_the_allow_flag_restore_is_phase_unknown_with_exit_14() {
 fn a_formed_cluster_is_refused_with_exit_34_even_with_the_allow_flag() {
     let version = EtcdVersion::V3_5;
     let live = Cluster::builder(version).members(1).start();
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     let members = plan(&["seed"]);
     let env = restore_env(version, &data, "seed", &members, base.path());
     let before = tree_snapshot(&data);
@@ -645,8 +668,7 @@ fn a_partial_data_dir_is_refused_with_exit_13() {
     let data = base.path().join("data");
     std::fs::create_dir_all(data.join("member/snap")).unwrap();
     std::fs::write(data.join("member/snap/db"), vec![0u8; 4096]).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let before = tree_snapshot(&data);
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
     run.assert_code(13);
@@ -660,11 +682,8 @@ fn a_partial_data_dir_is_refused_with_exit_13() {
 #[test]
 fn a_flipped_byte_a_missing_file_or_a_directory_source_exits_30_and_leaves_the_data_dir_empty() {
     let version = EtcdVersion::V3_5;
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(version, &data, "r0", &members, base.path());
+    let (base, data) = scratch_with_data();
+    let env = r0_env(version, &data, base.path());
 
     let mut bytes = std::fs::read(snapshot(version)).unwrap();
     bytes[5000] ^= 0x01;
@@ -789,13 +808,10 @@ fn not_enough_space_for_twice_the_snapshot_exits_31_before_anything_is_written()
 
 #[test]
 fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     let empty_path = base.path().join("empty-bin");
     std::fs::create_dir(&empty_path).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", "/nonexistent/etcdutl");
     let env = with(&env, "PATH", empty_path.display().to_string());
     let before = tree_snapshot(&data);
@@ -812,13 +828,11 @@ fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
     assert_tree_unchanged(&before, &tree_snapshot(&data));
 
     // A tool that answers `version` but fails the restore: its stderr is the reason.
-    let fake = base.path().join("etcdutl");
-    std::fs::write(
-        &fake,
-        "#!/bin/sh\nif [ \"$1\" = version ]; then echo 'etcdutl version: 3.5.1'; exit 0; fi\necho 'simulated: disk on fire' >&2\nexit 3\n",
-    )
-    .unwrap();
-    make_executable(&fake);
+    let fake = fake_tool(
+        base.path(),
+        "",
+        "echo 'simulated: disk on fire' >&2\nexit 3",
+    );
     let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
     run.assert_code(32);
@@ -835,23 +849,18 @@ fn without_a_restore_tool_or_with_a_failing_one_restore_exits_32() {
 #[test]
 fn a_tool_that_restores_another_identity_fails_verification_with_exit_33() {
     let version = EtcdVersion::V3_5;
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     // The real etcdutl, with the token quietly replaced (pflag: the last one wins).
     let real = tool(version);
-    let tampering = base.path().join("etcdutl");
-    std::fs::write(
-        &tampering,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = version ]; then exec {real} version; fi\nexec {real} \"$@\" --initial-cluster-token=someone-else\n",
+    let tampering = wrapped_tool(
+        base.path(),
+        &real,
+        &format!(
+            "exec {real} \"$@\" --initial-cluster-token=someone-else",
             real = real.display()
         ),
-    )
-    .unwrap();
-    make_executable(&tampering);
-    let members = plan(&["r0"]);
-    let env = restore_env(version, &data, "r0", &members, base.path());
+    );
+    let env = r0_env(version, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", tampering.display().to_string());
     let run = restore(snapshot(version), &env);
     run.assert_code(33);
@@ -903,25 +912,20 @@ fn a_seed_etcd_bootstrapped_empty_with_the_same_flags_is_refused_with_33_and_lef
 #[test]
 fn a_tool_that_restores_another_smaller_snapshot_fails_content_verification_with_33() {
     let version = EtcdVersion::V3_5;
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     // The real etcdutl with the right flags, fed the small snapshot instead of the
     // one asked for: the IDs come out right, the data do not.
     let real = tool(version);
-    let swapping = base.path().join("etcdutl");
-    std::fs::write(
-        &swapping,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = version ]; then exec {real} version; fi\nshift 3\nexec {real} snapshot restore {small} \"$@\"\n",
+    let swapping = wrapped_tool(
+        base.path(),
+        &real,
+        &format!(
+            "shift 3\nexec {real} snapshot restore {small} \"$@\"",
             real = real.display(),
             small = snapshot(version).display()
         ),
-    )
-    .unwrap();
-    make_executable(&swapping);
-    let members = plan(&["r0"]);
-    let env = restore_env(version, &data, "r0", &members, base.path());
+    );
+    let env = r0_env(version, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", swapping.display().to_string());
     let run = restore(big_snapshot(), &env);
     run.assert_code(33);
@@ -986,9 +990,7 @@ fn fake_tool(dir: &Path, version_body: &str, body: &str) -> PathBuf {
 
 #[test]
 fn a_tool_that_forks_a_sleeper_is_killed_with_its_group_at_the_tool_timeout() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     let marker = base.path().join("sleeper.pid");
     // `sleep 600` as a child of the wrapper (not exec'd): it holds stdout/stderr.
     let fake = fake_tool(
@@ -996,8 +998,7 @@ fn a_tool_that_forks_a_sleeper_is_killed_with_its_group_at_the_tool_timeout() {
         "",
         &format!("sleep 600 &\necho $! > {}\nwait", marker.display()),
     );
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
     let started = Instant::now();
     let run = restore_with(
@@ -1036,9 +1037,7 @@ fn a_tool_that_forks_a_sleeper_is_killed_with_its_group_at_the_tool_timeout() {
 
 #[test]
 fn a_version_probe_that_forks_a_sleeper_is_bounded_too() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     let marker = base.path().join("sleeper.pid");
     // Only under the agent's probe (it sets ETCDCTL_API=3), not under
     // make_executable's own `version` run.
@@ -1050,8 +1049,7 @@ fn a_version_probe_that_forks_a_sleeper_is_bounded_too() {
         ),
         "exit 1",
     );
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
     let started = Instant::now();
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
@@ -1079,16 +1077,13 @@ fn a_version_probe_that_forks_a_sleeper_is_bounded_too() {
 
 #[test]
 fn a_tool_that_exits_0_but_writes_nothing_is_32_with_what_it_printed() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     let fake = fake_tool(
         base.path(),
         "",
         "echo 'Snapshot restore is done (not really)'; echo 'a warning' >&2; exit 0",
     );
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", fake.display().to_string());
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
     run.assert_code(32);
@@ -1102,9 +1097,7 @@ fn a_tool_that_exits_0_but_writes_nothing_is_32_with_what_it_printed() {
 
 #[test]
 fn a_named_tool_that_cannot_run_is_32_and_no_other_tool_is_used() {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let (base, data) = scratch_with_data();
     // A working etcdctl 3.4 on PATH is what the old code fell back to.
     let bin = base.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -1112,8 +1105,7 @@ fn a_named_tool_that_cannot_run_is_32_and_no_other_tool_is_used() {
     let named = base.path().join("etcdutl");
     std::fs::copy(tool(EtcdVersion::V3_5), &named).unwrap();
     std::fs::set_permissions(&named, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, base.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, base.path());
     let env = with(&env, "ETCDUTL_PATH", named.display().to_string());
     let env = with(&env, "PATH", bin.display().to_string());
     let run = restore(snapshot(EtcdVersion::V3_5), &env);
@@ -1149,8 +1141,7 @@ fn running_out_of_space_inside_the_tool_is_31() {
             real = real.display()
         ),
     );
-    let members = plan(&["r0"]);
-    let env = restore_env(EtcdVersion::V3_5, &data, "r0", &members, scratch.path());
+    let env = r0_env(EtcdVersion::V3_5, &data, scratch.path());
     let env = with(&env, "ETCDUTL_PATH", filling.display().to_string());
     let run = restore(snap, &env);
     run.assert_code(31);
