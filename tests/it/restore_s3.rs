@@ -81,6 +81,26 @@ fn http(
     (status, body)
 }
 
+/// etcd 3.5.1 as the one member `r0` of the cluster `s3_env` restores, on
+/// `data` under `base/r0`; not started.
+fn restored_member(base: &Path, data: &Path, peer_url: &str, client_url: String) -> Member {
+    Member::new(
+        EtcdVersion::V3_5,
+        base.join("r0"),
+        MemberFlags {
+            name: "r0".into(),
+            data_dir: data.to_path_buf(),
+            peer_url: peer_url.to_string(),
+            client_url,
+            initial_cluster: format!("r0={peer_url}"),
+            initial_cluster_state: ClusterState::New,
+            token: "s3-restored".into(),
+            snapshot_count: None,
+            extra_args: Vec::new(),
+        },
+    )
+}
+
 /// moto in server mode on a free loopback port, killed by PID on drop.
 struct Moto {
     child: Child,
@@ -287,21 +307,7 @@ fn a_snapshot_downloads_from_an_s3_compatible_store_with_path_style_and_restores
         doc["timings_ms"]
     );
 
-    let etcd = Member::new(
-        EtcdVersion::V3_5,
-        base.path().join("r0"),
-        MemberFlags {
-            name: "r0".into(),
-            data_dir: data.clone(),
-            peer_url: peer_url.clone(),
-            client_url,
-            initial_cluster: format!("r0={peer_url}"),
-            initial_cluster_state: ClusterState::New,
-            token: "s3-restored".into(),
-            snapshot_count: None,
-            extra_args: Vec::new(),
-        },
-    );
+    let etcd = restored_member(base.path(), &data, &peer_url, client_url);
     etcd.start();
     etcd.wait_healthy();
     assert_eq!(etcd.get(SENTINEL_KEY).as_deref(), Some(SENTINEL_VALUE));
@@ -321,20 +327,11 @@ fn an_empty_bootstrapped_seed_is_33_with_an_s3_source_and_the_staged_copy_is_rem
     let data = base.path().join("r0/data");
     let peer_url = format!("http://127.0.0.1:{}", free_port());
     // Real etcd bootstraps the dir empty with the flags the restore is given.
-    let etcd = Member::new(
-        EtcdVersion::V3_5,
-        base.path().join("r0"),
-        MemberFlags {
-            name: "r0".into(),
-            data_dir: data.clone(),
-            peer_url: peer_url.clone(),
-            client_url: format!("http://127.0.0.1:{}", free_port()),
-            initial_cluster: format!("r0={peer_url}"),
-            initial_cluster_state: ClusterState::New,
-            token: "s3-restored".into(),
-            snapshot_count: None,
-            extra_args: Vec::new(),
-        },
+    let etcd = restored_member(
+        base.path(),
+        &data,
+        &peer_url,
+        format!("http://127.0.0.1:{}", free_port()),
     );
     etcd.start();
     etcd.wait_healthy();
