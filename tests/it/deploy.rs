@@ -29,6 +29,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+use crate::common::free_port;
+
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-member-agent");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -933,13 +935,6 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let code = text.split_whitespace().nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
     Some((code, body))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 #[test]
