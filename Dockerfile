@@ -7,7 +7,7 @@
 # (ghcr.io/example/... is a placeholder: push to your own registry.)
 #
 # NOT BUILT IN THIS REPOSITORY'S CI: the machines it runs on have no container
-# engine and no registry, so this file is checked only by tests/deploy.rs (same
+# engine and no registry, so this file is checked only by tests/it/deploy.rs (same
 # toolchain as rust-toolchain.toml, same flags as scripts/build-static, the
 # binary where deploy/ runs it). scripts/build-static builds and checks the same
 # static binary locally.

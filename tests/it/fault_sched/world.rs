@@ -1,0 +1,731 @@
+//! A real etcd cluster under fault schedules: applying faults, starting members the
+//! way each mode starts them, and healing the cluster the way an operator would.
+//!
+//! * **baseline**: a member (re)starts with its frozen flags, as Kubernetes restarts
+//!   a Pod today.
+//! * **guarded**: every start is preceded by `etcd-member-agent preflight`; etcd
+//!   starts only on exit 0. A refused member stays down until the heal, which then
+//!   applies the documented remedy: `member remove`, `member add` (same name and
+//!   peer URL), `preflight` again (it must say `join`), and etcd on the empty
+//!   directory with `=existing` and the `--initial-cluster` that `member add`
+//!   printed — from then on those flags are the member's (as the operator would
+//!   rewrite the Pod).
+//!
+//! Baseline heals too: a member that crashes on start three times in a row (say,
+//! raft's `tocommit(N) is out of range` on a wiped voter, or `member count is
+//! unequal` when its frozen `--initial-cluster` predates later members) gets the
+//! same remove/add/fresh-start remedy, as the operator's self-heal does after a
+//! crash loop. A member that comes back *healthy* is left alone in both modes —
+//! whatever it lost is for the checker to find.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+use super::schedule::Fault;
+
+/// How every member start goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// etcd starts with its frozen flags, no questions asked.
+    Baseline,
+    /// `preflight` first; etcd only on exit 0.
+    Guarded,
+}
+
+impl Mode {
+    /// `baseline` or `guarded`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Baseline => "baseline",
+            Mode::Guarded => "guarded",
+        }
+    }
+
+    /// Parses [`Mode::label`].
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s.trim() {
+            "baseline" => Some(Mode::Baseline),
+            "guarded" => Some(Mode::Guarded),
+            _ => None,
+        }
+    }
+}
+
+/// `3.4`, `3.5` (3.5.1), `3.5-latest`, `3.6` or `3.7`.
+pub fn version_short(v: EtcdVersion) -> &'static str {
+    match v {
+        EtcdVersion::V3_4 => "3.4",
+        EtcdVersion::V3_5 => "3.5",
+        EtcdVersion::V3_5Latest => "3.5-latest",
+        EtcdVersion::V3_6 => "3.6",
+        EtcdVersion::V3_7 => "3.7",
+    }
+}
+
+/// Parses `3.4`, `3.4.23`, `34`, `3.5`, `3.5.1`, `35` (the legacy 3.5.1),
+/// `3.5-latest` or the newest 3.5 patch's full version, `3.6`, `3.7` and theirs.
+pub fn parse_version(s: &str) -> Option<EtcdVersion> {
+    let s = s.trim();
+    match s {
+        "3.4" | "3.4.23" | "34" => Some(EtcdVersion::V3_4),
+        "3.5" | "3.5.1" | "35" => Some(EtcdVersion::V3_5),
+        "3.5-latest" => Some(EtcdVersion::V3_5Latest),
+        "3.6" | "36" => Some(EtcdVersion::V3_6),
+        "3.7" | "37" => Some(EtcdVersion::V3_7),
+        _ => EtcdVersion::CURRENT.into_iter().find(|v| v.label() == s),
+    }
+}
+
+/// One `preflight` run.
+#[derive(Clone, Debug)]
+pub struct Preflight {
+    /// Exit code.
+    pub code: i32,
+    /// `verdict` from the JSON document.
+    pub verdict: String,
+    /// `reason` from the JSON document.
+    pub reason: String,
+}
+
+/// What happened to starts, per schedule (and summed in reports).
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Every preflight verdict, by name.
+    pub verdicts: BTreeMap<String, usize>,
+    /// Preflight refusals (exit ≠ 0), by verdict.
+    pub refusals: BTreeMap<String, usize>,
+    /// Remove/add/fresh-start remedies performed.
+    pub remedies: usize,
+    /// Of those, how many followed a crash loop rather than a refusal.
+    pub crash_remedies: usize,
+    /// etcd processes that exited on their own.
+    pub crashes: usize,
+    /// Things the guard should never say here (`bootstrap` for a formed cluster,
+    /// `join` outside a remedy).
+    pub anomalies: Vec<String>,
+}
+
+impl Counters {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Counters) {
+        for (k, v) in &other.verdicts {
+            *self.verdicts.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.refusals {
+            *self.refusals.entry(k.clone()).or_default() += v;
+        }
+        self.remedies += other.remedies;
+        self.crash_remedies += other.crash_remedies;
+        self.crashes += other.crashes;
+        self.anomalies.extend(other.anomalies.iter().cloned());
+    }
+}
+
+/// A member start crashing this many times in a row is remedied.
+const CRASH_LOOP: usize = 3;
+/// How long one heal pass waits for the members it started.
+const SETTLE: Duration = Duration::from_secs(20);
+
+/// A real cluster, the mode its members start in, and what has been acknowledged.
+pub struct FaultCluster {
+    /// The cluster (tests/it/common).
+    pub cluster: Cluster,
+    /// How members start.
+    pub mode: Mode,
+    /// The cluster ID at formation; no member may ever answer with another.
+    pub cluster_id: u64,
+    /// Every write acknowledged on this cluster since it formed.
+    pub acked: BTreeMap<String, String>,
+    /// This schedule's counters.
+    pub counters: Counters,
+    /// This schedule's events, timestamped.
+    pub events: Vec<String>,
+    /// Print events as they happen.
+    pub verbose: bool,
+    /// `--initial-cluster` after a remedy (the flags the operator would rewrite).
+    initial_cluster: Vec<Option<String>>,
+    /// Members being remedied: `preflight` saying `join` is expected for them.
+    joining: BTreeSet<usize>,
+    scratch: tempfile::TempDir,
+    preflights: u64,
+    clock: Instant,
+}
+
+impl FaultCluster {
+    /// Forms a cluster of `members` like the operator (seed, then `member add`s).
+    pub fn form(version: EtcdVersion, members: usize, mode: Mode) -> FaultCluster {
+        let cluster = Cluster::builder(version)
+            .members(members)
+            .token("fault-schedules")
+            .start();
+        let status = cluster[0].endpoint_status();
+        let cluster_id = status["header"]["cluster_id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no cluster ID in {status}"));
+        FaultCluster {
+            initial_cluster: vec![None; cluster.len()],
+            cluster,
+            mode,
+            cluster_id,
+            acked: BTreeMap::new(),
+            counters: Counters::default(),
+            events: Vec::new(),
+            verbose: false,
+            joining: BTreeSet::new(),
+            scratch: tempfile::tempdir().expect("a temp dir for verdict files"),
+            preflights: 0,
+            clock: Instant::now(),
+        }
+    }
+
+    /// Starts a new schedule's counters, events and clock.
+    pub fn begin(&mut self) {
+        self.counters = Counters::default();
+        self.events.clear();
+        self.clock = Instant::now();
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.cluster.len()
+    }
+
+    /// Records an event.
+    pub fn event(&mut self, what: impl AsRef<str>) {
+        let line = format!(
+            "{:7.2}s {}",
+            self.clock.elapsed().as_secs_f64(),
+            what.as_ref()
+        );
+        if self.verbose {
+            eprintln!("    {line}");
+        }
+        self.events.push(line);
+    }
+
+    fn name(&self, i: usize) -> String {
+        self.cluster[i].name().to_string()
+    }
+
+    /// Applies one fault. Faults that meet another state are no-ops (killing a
+    /// member that is down, restarting one that runs, thawing one not frozen).
+    /// Returns `preflight`'s refusal when a guarded restart was refused.
+    pub fn apply(&mut self, fault: Fault) -> Option<Preflight> {
+        let mut refusal = None;
+        let m = |i: usize| &self.cluster[i];
+        match fault {
+            Fault::Pause(ms) => std::thread::sleep(Duration::from_millis(ms)),
+            Fault::Kill(i) => {
+                if m(i).is_running() {
+                    m(i).kill9();
+                    self.event(format!("{fault}"));
+                } else {
+                    self.event(format!("{fault}: not running, nothing to do"));
+                }
+            }
+            Fault::Freeze(i) => {
+                if m(i).is_answering() {
+                    m(i).freeze();
+                    self.event(format!("{fault}"));
+                } else {
+                    self.event(format!("{fault}: not answering, nothing to do"));
+                }
+            }
+            Fault::Thaw(i) => {
+                if m(i).is_frozen() {
+                    m(i).thaw();
+                    self.event(format!("{fault}"));
+                } else {
+                    self.event(format!("{fault}: not frozen, nothing to do"));
+                }
+            }
+            Fault::Wipe(i) => {
+                if m(i).is_running() {
+                    m(i).kill9();
+                }
+                m(i).wipe_data_dir();
+                self.event(format!("{fault} (kill -9, data dir emptied)"));
+            }
+            Fault::Restart(i) => {
+                if m(i).is_running() {
+                    self.event(format!("{fault}: running, nothing to do"));
+                } else {
+                    let how = match self.start(i) {
+                        Ok(()) => "started".to_string(),
+                        Err(p) => {
+                            let how = format!("refused: {} (exit {})", p.verdict, p.code);
+                            refusal = Some(p);
+                            how
+                        }
+                    };
+                    self.event(format!("{fault}: {how}"));
+                }
+            }
+        }
+        refusal
+    }
+
+    /// Starts member `i` as its mode does: baseline at once with its flags; guarded
+    /// only when `preflight` exits 0. Returns the refusal otherwise.
+    pub fn start(&mut self, i: usize) -> Result<(), Preflight> {
+        if self.mode == Mode::Guarded {
+            let p = self.preflight(i);
+            if p.code != 0 {
+                return Err(p);
+            }
+            let expected = if self.joining.contains(&i) {
+                "join"
+            } else {
+                "start"
+            };
+            if p.verdict != expected {
+                let what = format!(
+                    "preflight said {} (exit {}) for {} where {expected} was expected: {}",
+                    p.verdict,
+                    p.code,
+                    self.name(i),
+                    p.reason
+                );
+                self.event(format!("ANOMALY: {what}"));
+                self.counters.anomalies.push(what);
+            }
+        }
+        self.spawn(i);
+        Ok(())
+    }
+
+    /// etcd with the member's current flags (frozen, or rewritten by a remedy).
+    fn spawn(&self, i: usize) {
+        let m = &self.cluster[i];
+        match self.initial_cluster[i].clone() {
+            None => m.start(),
+            Some(ic) => m.start_with(move |f| {
+                f.initial_cluster = ic;
+                f.initial_cluster_state = ClusterState::Existing;
+            }),
+        }
+    }
+
+    /// The init container's env for member `i` (with its current
+    /// `--initial-cluster`), no Kubernetes, a 5 s budget, and verdict and
+    /// termination files in a scratch dir.
+    pub fn preflight_env(&mut self, i: usize) -> Vec<(String, String)> {
+        self.preflights += 1;
+        let mut env = self.cluster.agent_env(i);
+        if let Some(ic) = &self.initial_cluster[i] {
+            for (k, v) in env.iter_mut() {
+                if k == "ETCD_INITIAL_CLUSTER" {
+                    *v = ic.clone();
+                }
+            }
+        }
+        let n = self.preflights;
+        let scratch = self.scratch.path();
+        env.push(("AGENT_KUBE".into(), "false".into()));
+        env.push(("AGENT_TIMEOUT".into(), "5s".into()));
+        env.push((
+            "TERMINATION_LOG".into(),
+            scratch
+                .join(format!("termination-{n}"))
+                .display()
+                .to_string(),
+        ));
+        env.push((
+            "AGENT_VERDICT_FILE".into(),
+            scratch
+                .join(format!("verdict-{n}.json"))
+                .display()
+                .to_string(),
+        ));
+        env
+    }
+
+    /// Runs `etcd-member-agent preflight -o json` for member `i` and counts it.
+    pub fn preflight(&mut self, i: usize) -> Preflight {
+        let env = self.preflight_env(i);
+        let mut cmd = std::process::Command::new(agent_binary());
+        cmd.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        cmd.args(["preflight", "-o", "json"]);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let run = run_command(cmd);
+        let field = |k: &str| {
+            run.json
+                .as_ref()
+                .and_then(|j| j[k].as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let mut verdict = field("verdict");
+        if verdict.is_empty() {
+            verdict = format!("<no verdict, exit {}>", run.code);
+        }
+        let p = Preflight {
+            code: run.code,
+            reason: field("reason"),
+            verdict,
+        };
+        *self.counters.verdicts.entry(p.verdict.clone()).or_default() += 1;
+        if p.code != 0 {
+            *self.counters.refusals.entry(p.verdict.clone()).or_default() += 1;
+        }
+        if p.verdict == "bootstrap" {
+            let what = format!(
+                "preflight said bootstrap for {} of a formed cluster: {}",
+                self.name(i),
+                p.reason
+            );
+            self.counters.anomalies.push(what);
+        }
+        self.event(format!(
+            "preflight {}: {} (exit {}) — {}",
+            self.name(i),
+            p.verdict,
+            p.code,
+            p.reason
+        ));
+        p
+    }
+
+    /// Brings every member back: thaw the frozen; start the down (guarded: through
+    /// `preflight`) until every member runs healthy, is refused, or crash-loops;
+    /// then remedy the refused and crash-looping ones. `Err` when the cluster
+    /// cannot be brought back to every member healthy.
+    pub fn heal(&mut self) -> Result<(), String> {
+        let n = self.len();
+        for i in 0..n {
+            if self.cluster[i].is_frozen() {
+                self.cluster[i].thaw();
+                self.event(format!("heal: thaw m{i}"));
+            }
+        }
+        let deadline = Instant::now() + patience() * 3;
+        let mut remedy: BTreeSet<usize> = BTreeSet::new();
+        let mut exits = vec![0usize; n];
+        // Members the heal started whose exit (if any) is not yet accounted for.
+        let mut watching: BTreeSet<usize> = BTreeSet::new();
+        loop {
+            self.account_exits(&mut watching, &mut exits, &mut remedy);
+            for i in 0..n {
+                if remedy.contains(&i) || self.cluster[i].is_running() {
+                    continue;
+                }
+                match self.start(i) {
+                    Ok(()) => {
+                        self.event(format!("heal: start m{i}"));
+                        watching.insert(i);
+                    }
+                    // Nobody answered yet: ask again once the others are up.
+                    Err(p) if p.code == 14 => {}
+                    Err(p) => {
+                        self.event(format!(
+                            "heal: m{i} refused ({}); remedy after the others are up",
+                            p.verdict
+                        ));
+                        remedy.insert(i);
+                    }
+                }
+            }
+            self.settle(SETTLE);
+            self.account_exits(&mut watching, &mut exits, &mut remedy);
+            let pending: Vec<usize> = (0..n)
+                .filter(|i| !remedy.contains(i))
+                .filter(|&i| {
+                    !self.cluster[i].is_running()
+                        || health(self.cluster[i].client_url(), Duration::from_secs(2)).is_err()
+                })
+                .collect();
+            if pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "heal: {} not running healthy after {:?}{}",
+                    names(&pending),
+                    patience() * 3,
+                    self.log_tails(&pending)
+                ));
+            }
+        }
+        if !remedy.is_empty() {
+            self.remedy(&remedy.into_iter().collect::<Vec<_>>())?;
+        }
+        let all: Vec<usize> = (0..n).collect();
+        eventually(patience(), || {
+            let sick: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| health(self.cluster[i].client_url(), Duration::from_secs(2)).is_err())
+                .collect();
+            ensure(sick.is_empty(), format!("{} not healthy", names(&sick)))
+        })
+        .map_err(|e| format!("heal: {e}{}", self.log_tails(&all)))?;
+        self.event("heal: every member healthy");
+        Ok(())
+    }
+
+    /// Counts the members in `watching` that exited on their own; three exits in
+    /// a row make a crash loop, queued for the remedy.
+    fn account_exits(
+        &mut self,
+        watching: &mut BTreeSet<usize>,
+        exits: &mut [usize],
+        remedy: &mut BTreeSet<usize>,
+    ) {
+        for i in watching.clone() {
+            if self.cluster[i].is_running() {
+                continue;
+            }
+            watching.remove(&i);
+            let Some(status) = self.cluster[i].exit_status() else {
+                continue;
+            };
+            exits[i] += 1;
+            self.counters.crashes += 1;
+            let why = why_exited(&self.cluster[i]);
+            self.event(format!("heal: m{i} exited ({status}): {why}"));
+            if exits[i] >= CRASH_LOOP {
+                self.event(format!("heal: m{i} crash-loops; remedy"));
+                self.counters.crash_remedies += 1;
+                remedy.insert(i);
+            }
+        }
+    }
+
+    /// Waits until every running member is healthy, one of them exits, or
+    /// `timeout` passes.
+    fn settle(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let running: Vec<usize> = (0..self.len())
+            .filter(|&i| self.cluster[i].is_running())
+            .collect();
+        loop {
+            if running.iter().any(|&i| !self.cluster[i].is_running()) {
+                return;
+            }
+            if running
+                .iter()
+                .all(|&i| health(self.cluster[i].client_url(), Duration::from_secs(2)).is_ok())
+            {
+                return;
+            }
+            if Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The documented remedy for each of `members`: kill, empty the directory,
+    /// `member remove` (all of them first, so the remaining voters are all up when
+    /// `member add` checks them), then one by one `member add` with the same name
+    /// and peer URL, `preflight` (guarded: must say `join`), start on the empty
+    /// directory with the printed `--initial-cluster`, wait until healthy.
+    pub fn remedy(&mut self, members: &[usize]) -> Result<(), String> {
+        for &i in members {
+            let m = &self.cluster[i];
+            if m.is_running() {
+                m.kill9();
+            }
+            m.wipe_data_dir();
+        }
+        for &i in members {
+            let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+            let id = self
+                .live_entry(&name, &peer)?
+                .map(|e| e["ID"].as_u64().unwrap_or(0));
+            if let Some(id) = id {
+                let hex = format!("{id:x}");
+                eventually(patience(), || {
+                    let out = self.cluster.etcdctl(["member", "remove", hex.as_str()]);
+                    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                    ensure(
+                        out.status.success() || err.contains("member not found"),
+                        format!("member remove {hex}: {}", last_line(&err)),
+                    )
+                })
+                .map_err(|e| format!("remedy {name}: {e}"))?;
+                self.event(format!("remedy {name}: member remove {hex}"));
+            }
+        }
+        for &i in members {
+            let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+            let peer_flag = format!("--peer-urls={peer}");
+            eventually(patience(), || {
+                let out =
+                    self.cluster
+                        .etcdctl(["member", "add", name.as_str(), peer_flag.as_str()]);
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                if out.status.success() || err.contains("already exists") {
+                    Ok(())
+                } else {
+                    Err(format!("member add {name}: {}", last_line(&err)))
+                }
+            })
+            .map_err(|e| format!("remedy {name}: {e}"))?;
+            let list = self.member_list()?;
+            let ic: Vec<String> = list
+                .iter()
+                .filter_map(|e| {
+                    let url = e["peerURLs"][0].as_str()?;
+                    let member_name = match e["name"].as_str() {
+                        Some(n) if !n.is_empty() => n.to_string(),
+                        _ if url == peer => name.clone(),
+                        _ => return None,
+                    };
+                    Some(format!("{member_name}={url}"))
+                })
+                .collect();
+            let ic = ic.join(",");
+            self.event(format!(
+                "remedy {name}: member add → --initial-cluster={ic}"
+            ));
+            self.initial_cluster[i] = Some(ic);
+            self.joining.insert(i);
+            let started = self.start(i);
+            self.joining.remove(&i);
+            if let Err(p) = started {
+                return Err(format!(
+                    "remedy {name}: preflight refused the re-added member: {} (exit {}): {}",
+                    p.verdict, p.code, p.reason
+                ));
+            }
+            if let Err(e) = self.cluster[i].try_wait_healthy(patience()) {
+                return Err(format!("remedy {name}: not healthy after the join: {e}"));
+            }
+            self.counters.remedies += 1;
+            self.event(format!(
+                "remedy {name}: joined on an empty directory, healthy"
+            ));
+        }
+        Ok(())
+    }
+
+    /// `member list -w json` through the running members.
+    pub fn member_list(&self) -> Result<Vec<serde_json::Value>, String> {
+        eventually(patience(), || {
+            let out = self.cluster.etcdctl(["member", "list", "-w", "json"]);
+            if !out.status.success() {
+                return Err(format!(
+                    "member list: {}",
+                    last_line(&String::from_utf8_lossy(&out.stderr))
+                ));
+            }
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("member list JSON: {e}"))?;
+            json["members"]
+                .as_array()
+                .cloned()
+                .ok_or_else(|| format!("member list without members: {json}"))
+        })
+    }
+
+    /// The live list's entry for the member called `name` or with `peer`.
+    fn live_entry(&self, name: &str, peer: &str) -> Result<Option<serde_json::Value>, String> {
+        Ok(self.member_list()?.into_iter().find(|e| {
+            e["name"].as_str() == Some(name)
+                || e["peerURLs"]
+                    .as_array()
+                    .is_some_and(|urls| urls.iter().any(|u| u.as_str() == Some(peer)))
+        }))
+    }
+
+    fn log_tails(&self, members: &[usize]) -> String {
+        members
+            .iter()
+            .map(|&i| format!("\n--- m{i} log tail ---\n{}", self.cluster[i].log_tail(8)))
+            .collect()
+    }
+}
+
+/// The agent binary this test process runs: a hard link to
+/// `CARGO_BIN_EXE_etcd-member-agent` taken once. The target dir is shared, and a
+/// concurrent `cargo build` replaces that path (briefly leaving none, then
+/// another build of the agent); a long run keeps testing the binary it started
+/// with. Links of test processes that are gone are removed.
+pub fn agent_binary() -> &'static Path {
+    static LINK: OnceLock<PathBuf> = OnceLock::new();
+    LINK.get_or_init(|| {
+        let src = Path::new(env!("CARGO_BIN_EXE_etcd-member-agent"));
+        let dir = src
+            .parent()
+            .expect("the agent binary has a directory")
+            .join("fault-sched");
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let pid = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("agent-"))
+                    .and_then(|p| p.parse::<u32>().ok());
+                if pid.is_some_and(|p| !pid_exists(p)) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        let link = dir.join(format!("agent-{}", std::process::id()));
+        eventually(patience(), || {
+            let _ = std::fs::remove_file(&link);
+            std::fs::hard_link(src, &link)
+                .or_else(|_| std::fs::copy(src, &link).map(|_| ()))
+                .map_err(|e| format!("cannot link {}: {e}", src.display()))?;
+            let ok = std::process::Command::new(&link)
+                .arg("--version")
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", link.display()))?;
+            ensure(
+                ok.status.success(),
+                format!("{} --version failed", link.display()),
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        link
+    })
+}
+
+fn names(members: &[usize]) -> String {
+    members
+        .iter()
+        .map(|i| format!("m{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn last_line(s: &str) -> &str {
+    s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// The panic or fatal message of a member's last run, else its last log line.
+pub fn why_exited(m: &Member) -> String {
+    let log = m.log_since_start();
+    let mut fallback = String::new();
+    for line in log.lines().rev() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if fallback.is_empty() {
+            fallback = line.chars().take(300).collect();
+        }
+        if let Ok(json) = serde_json::from_str::<serde_json::Value>(line) {
+            let level = json["level"].as_str().unwrap_or("");
+            if level == "panic" || level == "fatal" {
+                let msg = json["msg"].as_str().unwrap_or("");
+                let err = json["error"].as_str().unwrap_or("");
+                return format!("{level}: {msg} {err}").trim().to_string();
+            }
+        } else if line.starts_with("panic:") {
+            return line.chars().take(300).collect();
+        }
+    }
+    fallback
+}

@@ -1,0 +1,396 @@
+//! Fault schedules against real etcd 3.4.23 and 3.5.1 clusters: no acknowledged
+//! write is lost when every member start goes through `preflight`
+//! (docs/fault-schedules.md).
+//!
+//! * The SPEC §1 schedule, deterministic: in baseline mode (members restart with
+//!   their frozen flags) the acknowledged write is lost and the replica that held
+//!   it diverges; guarded, the wiped member is refused with exit 10, the cluster
+//!   waits for the member holding the write, and nothing is lost.
+//! * A few seeded random schedules per version in guarded mode, so a regression in
+//!   the guard fails the build.
+//! * `replay` (ignored): runs whatever the `FAULT_*` env vars say — one failing
+//!   seed, or the long runs of `scripts/faults`.
+
+use std::time::Duration;
+
+use crate::common::*;
+use crate::fault_sched::*;
+
+/// The key of the SPEC's write W.
+const W: &str = "w/spec/W";
+const W_VALUE: &str = "acknowledged while m1 was frozen";
+
+/// How the member that missed W (m1, frozen while W was acknowledged) comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lagging {
+    /// SIGCONT after a freeze longer than rafthttp's 5 s read deadline — the
+    /// SPEC's words.
+    Thaw,
+    /// The hung process is killed and restarted (a liveness probe's way): its
+    /// socket buffers die with it, so W cannot arrive late.
+    Restart,
+}
+
+impl Lagging {
+    /// The faults after W, in the harness's names.
+    fn faults(self) -> &'static str {
+        match self {
+            // Long enough for m1's peer streams to pass their 5 s read deadline
+            // (rafthttp's ConnReadTimeout) while frozen. With a short freeze m1 reads
+            // W's MsgApp from its socket buffer on thaw and, once leader, commits it.
+            Lagging::Thaw => "pause 6000ms, wipe m2, kill m0, thaw m1, restart m2",
+            // m2 waits until the restarted m1 has replayed its WAL: asked too early,
+            // m1 still reports the membership of its first entries and m2 exits
+            // with "member count is unequal".
+            Lagging::Restart => {
+                "pause 1000ms, wipe m2, kill m0, kill m1, restart m1, pause 1500ms, restart m2"
+            }
+        }
+    }
+}
+
+/// What one run of the SPEC schedule showed.
+struct SpecRun {
+    /// `preflight`'s answer to m2's restart (guarded only).
+    refusal: Option<Preflight>,
+    /// What a linearizable read of W returned right after the schedule, before the
+    /// heal: `Ok(None)` is the loss, `Err` means no member could serve the read.
+    read_before_heal: Result<Option<String>, String>,
+    /// The leader right after the schedule, when there was one.
+    leader_before_heal: Option<usize>,
+    /// Each member's own store after the heal (serializable), for W.
+    w_in_stores: Vec<Option<String>>,
+    /// The checker's findings.
+    check: Check,
+    outcome: Outcome,
+}
+
+/// SPEC §1 with the harness's names. The roles follow from how the operator seeds
+/// a cluster: only the last member added (m2) has an `--initial-cluster` naming
+/// every member, so only it can rejoin with `=existing` on an empty directory (m1's
+/// frozen flags name m0 and m1 only: etcd exits with "member count is unequal").
+///
+/// m1 frozen; W acknowledged by m0 and m2; m2's directory wiped; m0 killed; m1
+/// back (thawed, or restarted); m2 restarted with its frozen `=existing` flags
+/// (baseline) or through `preflight` (guarded). m1 — intact, without W — asks m2
+/// for its vote; a wiped m2 grants it with its empty log.
+fn spec_schedule(version: EtcdVersion, mode: Mode, lagging: Lagging) -> SpecRun {
+    let started = std::time::Instant::now();
+    let mut fc = FaultCluster::form(version, 3, mode);
+    fc.begin();
+    let schedule = Schedule::parse(3, &format!("freeze m1, {}", lagging.faults())).unwrap();
+    eprintln!(
+        "SPEC §1 schedule ({lagging:?}), {} mode, {version}: 3 members formed in {:.1?}\n  {schedule} (W acknowledged after the freeze)",
+        mode.label(),
+        fc.cluster.formed_in()
+    );
+    fc.cluster.put("w/spec/before", "everyone has this");
+    fc.acked
+        .insert("w/spec/before".into(), "everyone has this".into());
+    for i in 0..3 {
+        let m = &fc.cluster[i];
+        assert_eventually!(m
+            .try_get("w/spec/before", true)
+            .and_then(|v| ensure(v.is_some(), format!("{} has not applied it", m.name()))));
+    }
+
+    let mut refusal = None;
+    for (n, fault) in schedule.faults.iter().enumerate() {
+        if let Some(p) = fc.apply(*fault) {
+            refusal = Some(p);
+        }
+        if n == 0 {
+            // W, through m0: acknowledged by m0 and m2 (m1 is frozen).
+            assert_eventually!(fc.cluster[0].try_put(W, W_VALUE), "m0 acknowledges W");
+            fc.acked.insert(W.into(), W_VALUE.into());
+            fc.event("W acknowledged (put through m0 returned OK)");
+            // W is in m0's own store before anything else happens.
+            assert_eventually!(fc.cluster[0]
+                .try_get(W, true)
+                .and_then(|v| ensure(v.as_deref() == Some(W_VALUE), format!("m0 holds {v:?}"))));
+        }
+    }
+
+    // Right after the schedule: does any member serve W linearizably?
+    // Baseline: m2 has to fetch the membership, start and vote; give it time.
+    // Guarded: a few seconds without any answer show the cluster waiting.
+    let window = match mode {
+        Mode::Baseline => Duration::from_secs(20),
+        Mode::Guarded => Duration::from_secs(6),
+    };
+    let read_before_heal = eventually(window, || {
+        let mut last = String::new();
+        for i in [1, 2] {
+            let m = &fc.cluster[i];
+            if !m.is_answering() {
+                continue;
+            }
+            match m.try_get(W, false) {
+                Ok(v) => return Ok(v),
+                Err(e) => last = format!("{}: {e}", m.name()),
+            }
+        }
+        Err(if last.is_empty() {
+            "no member answering".to_string()
+        } else {
+            last
+        })
+    });
+    let leader_before_heal = fc.cluster.leader();
+    fc.event(format!(
+        "before the heal: linearizable read of W → {read_before_heal:?}; leader {leader_before_heal:?}"
+    ));
+    if mode == Mode::Baseline && fc.cluster[2].exit_status().is_some() {
+        fc.event(format!("m2 exited: {}", why_exited(&fc.cluster[2])));
+    }
+    if std::env::var_os("FAULT_LOGS").is_some() {
+        for m in fc.cluster.members() {
+            eprintln!("--- {} log tail ---\n{}", m.name(), m.log_tail(80));
+        }
+    }
+    let heal = fc.heal();
+    let conflicts: Vec<String> = fc
+        .cluster
+        .members()
+        .iter()
+        .filter_map(|m| {
+            let log = m.log_since_start();
+            let line = log
+                .lines()
+                .find(|l| l.contains("found conflict at index"))?;
+            let msg = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|j| j["msg"].as_str().map(str::to_string))
+                .unwrap_or_else(|| line.to_string());
+            Some(format!("{} after its restart: {msg}", m.name()))
+        })
+        .collect();
+    for c in conflicts {
+        fc.event(c);
+    }
+    let check = check(&fc, "spec");
+    let w_in_stores: Vec<Option<String>> = (0..3)
+        .map(|i| fc.cluster[i].try_get(W, true).ok().flatten())
+        .collect();
+    fc.event(format!(
+        "after the heal: W in each member's own store: {w_in_stores:?}"
+    ));
+    let outcome = Outcome {
+        schedule,
+        acked_new: 2,
+        indeterminate: 0,
+        check: check.clone(),
+        counters: fc.counters.clone(),
+        error: heal.err(),
+        events: fc.events.clone(),
+        elapsed: started.elapsed(),
+    };
+    eprintln!("{}\n{}", outcome.summary(), outcome.details());
+    SpecRun {
+        refusal,
+        read_before_heal,
+        leader_before_heal,
+        w_in_stores,
+        check,
+        outcome,
+    }
+}
+
+/// The baseline loses W. Whether a *thawed* m1 has W depends on a race inside
+/// etcd (on thaw, does m1 read the MsgApp buffered in its socket before its
+/// expired read deadline closes the stream?): etcd 3.4.23 drops it, 3.5.1 was seen
+/// reading it. So the attempts are bounded: the SPEC's thaw first, then m1
+/// restarted (its buffers die with the process), and the loss must be seen at
+/// least once; each attempt prints what it saw.
+fn spec_schedule_loses_the_write_in_baseline_mode(version: EtcdVersion) {
+    const ATTEMPTS: [Lagging; 3] = [Lagging::Thaw, Lagging::Restart, Lagging::Restart];
+    let mut seen = Vec::new();
+    for (attempt, lagging) in ATTEMPTS.into_iter().enumerate() {
+        let run = spec_schedule(version, Mode::Baseline, lagging);
+        let lost = run.check.lost.iter().any(|l| l.starts_with(W));
+        let what = format!(
+            "baseline attempt {}/{} on {version} ({lagging:?}): W lost: {lost}; read before the heal: {:?} (leader {:?}); W in each store after the heal: {:?}; divergent: {:?}; error: {:?}",
+            attempt + 1,
+            ATTEMPTS.len(),
+            run.read_before_heal,
+            run.leader_before_heal,
+            run.w_in_stores,
+            run.check.divergent,
+            run.outcome.error
+        );
+        eprintln!("{what}");
+        if lost {
+            // Acknowledged, and a linearizable read no longer returns it.
+            assert!(run.refusal.is_none());
+            return;
+        }
+        seen.push(what);
+    }
+    panic!(
+        "the SPEC §1 schedule lost nothing in baseline mode on {version}:\n{}",
+        seen.join("\n")
+    );
+}
+
+fn spec_schedule_loses_nothing_when_guarded(version: EtcdVersion) {
+    let run = spec_schedule(version, Mode::Guarded, Lagging::Thaw);
+    let refusal = run.refusal.as_ref().expect("guarded runs preflight");
+    assert_eq!(
+        (refusal.code, refusal.verdict.as_str()),
+        (10, "refuse-empty-formed"),
+        "the wiped m2 must be refused: {}",
+        refusal.reason
+    );
+    // While m2 is refused and m0 is down, m1 alone has no quorum: the cluster
+    // waits rather than answering without W.
+    assert!(
+        run.read_before_heal.is_err(),
+        "with m0 down and m2 refused nobody should serve a linearizable read, got {:?}",
+        run.read_before_heal
+    );
+    assert!(
+        run.outcome.error.is_none(),
+        "the heal failed: {:?}",
+        run.outcome.error
+    );
+    assert!(
+        run.check.clean(),
+        "guarded SPEC schedule failed the check:\n{}",
+        run.outcome.details()
+    );
+    assert_eq!(run.check.acked, 2);
+    assert_eq!(
+        run.w_in_stores,
+        vec![Some(W_VALUE.to_string()); 3],
+        "every member holds W after the heal"
+    );
+    assert_eq!(run.outcome.counters.remedies, 1, "m2 was remedied");
+    assert!(
+        run.outcome.counters.anomalies.is_empty(),
+        "{:?}",
+        run.outcome.counters.anomalies
+    );
+}
+
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_34() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_4);
+}
+
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_35() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_5);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_34() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_4);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_35() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_5);
+}
+
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_36() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_6);
+}
+
+#[test]
+fn spec_schedule_loses_the_write_in_baseline_mode_37() {
+    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_7);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_36() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_6);
+}
+
+#[test]
+fn spec_schedule_loses_nothing_when_guarded_37() {
+    spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_7);
+}
+
+/// Seeds for CI: fixed, short, and covering a lagging-voter schedule that wipes
+/// the last-added member, a random one, and one with a freeze.
+const CI_SEEDS: u64 = 1;
+const CI_SCHEDULES: usize = 3;
+
+fn random_guarded_schedules_lose_nothing(version: EtcdVersion) {
+    let mut cfg = RunConfig::new(version, Mode::Guarded, CI_SEEDS, CI_SCHEDULES);
+    cfg.per_cluster = CI_SCHEDULES;
+    let tally = run(&cfg);
+    assert_eq!(tally.schedules, CI_SCHEDULES);
+    assert!(
+        tally.lost == 0
+            && tally.divergent == 0
+            && tally.foreign == 0
+            && tally.unanswered == 0
+            && tally.errors == 0
+            && tally.counters.anomalies.is_empty(),
+        "guarded fault schedules failed:\n{}\nreplay: {:#?}",
+        tally.report(),
+        tally.failures
+    );
+    assert!(tally.acked > 0, "no write was acknowledged");
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_34() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_4);
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_35() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_5);
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_36() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_6);
+}
+
+#[test]
+fn random_guarded_schedules_lose_nothing_37() {
+    random_guarded_schedules_lose_nothing(EtcdVersion::V3_7);
+}
+
+/// Runs what the `FAULT_*` variables say (see docs/fault-schedules.md):
+/// `FAULT_SEED=1234 FAULT_MODE=guarded FAULT_VERSION=3.5 cargo test --test it --
+/// --ignored --exact faults::replay --nocapture`. Fails when a guarded schedule loses a write,
+/// diverges, answers foreign or cannot heal; a baseline run only reports.
+#[test]
+#[ignore = "long: run by scripts/faults, or to replay a seed"]
+fn replay() {
+    let cfg = RunConfig::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let tally = run(&cfg);
+    if cfg.mode == Mode::Guarded {
+        assert!(
+            tally.lost == 0
+                && tally.divergent == 0
+                && tally.foreign == 0
+                && tally.unanswered == 0
+                && tally.errors == 0,
+            "guarded fault schedules failed:\n{}\n{:#?}",
+            tally.report(),
+            tally.failures
+        );
+    }
+}
+
+/// Prints the schedules the `FAULT_*` variables would run, without running them:
+/// `FAULT_SEED=1 FAULT_SCHEDULES=20 cargo test --test it -- --ignored --exact
+/// faults::print_schedules --nocapture`.
+#[test]
+#[ignore = "prints; runs nothing"]
+fn print_schedules() {
+    let cfg = RunConfig::from_env().unwrap_or_else(|e| panic!("{e}"));
+    for k in 0..cfg.schedules {
+        let seed = cfg.first_seed + k as u64;
+        for &members in &cfg.members {
+            let s = Schedule::generate(seed, members);
+            println!("seed {seed} n={members} {:?}: {s}", s.shape);
+        }
+    }
+}

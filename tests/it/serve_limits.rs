@@ -1,0 +1,210 @@
+//! What a client can hold on `serve`'s ports (issue 17): raw sockets on
+//! 127.0.0.1 that connect and say nothing, send half a request, or trickle it a
+//! byte at a time, against the agent under a small descriptor limit; the probes
+//! and `GetIdentity` must still answer, slow requests must be cut, and SIGTERM must
+//! not wait for a half-sent request. Also `/metrics` content negotiation.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::serve_support::{block_on, Serve};
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`): the head
+/// and the body.
+fn request(port: u16, path: &str, headers: &[&str]) -> Result<(String, String), String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no response head: {text:?}"))?;
+    Ok((head.to_owned(), body.to_owned()))
+}
+
+/// Waits until the peer closes `s` (read returns 0 or an error); how long it took.
+fn closed_within(s: &mut TcpStream, bound: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < bound {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+    None
+}
+
+/// An agent beside nothing (no member answers): enough for probes and metrics.
+fn lonely(args: &[&str]) -> Serve {
+    let mut b = Serve::beside(&format!("http://127.0.0.1:{}", free_port()));
+    for a in args {
+        b = b.arg(*a);
+    }
+    b.start()
+}
+
+#[test]
+fn metrics_are_prometheus_text_by_default_and_openmetrics_only_when_asked() {
+    let serve = lonely(&[]);
+    let (head, body) = request(serve.http, "/metrics", &[]).unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(!body.contains("# EOF"), "{body}");
+    assert!(body.contains("etcd_agent_"), "{body}");
+
+    let (head, body) = request(serve.http, "/metrics", &["Accept: */*"]).unwrap();
+    assert!(head.to_ascii_lowercase().contains("text/plain"), "{head}");
+    assert!(!body.contains("# EOF"));
+
+    // What Prometheus sends: OpenMetrics preferred.
+    let (head, body) = request(
+        serve.http,
+        "/metrics",
+        &["Accept: application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"],
+    )
+    .unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{head}"
+    );
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+}
+
+#[test]
+fn probes_and_get_identity_answer_with_300_idle_and_50_slow_clients_under_ulimit_256() {
+    // This test process holds ~700 sockets itself.
+    let (_, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    assert!(
+        hard >= 2048,
+        "the test needs 2048 descriptors, the hard limit is {hard}"
+    );
+
+    let cluster = Cluster::builder(EtcdVersion::V3_5).start();
+    let m0 = &cluster[0];
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .nofile(256)
+        .start();
+    serve.wait_readyz(200);
+
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(TcpStream::connect(("127.0.0.1", serve.http)).unwrap());
+        held.push(TcpStream::connect(("127.0.0.1", serve.grpc)).unwrap());
+    }
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(("127.0.0.1", serve.http)).unwrap();
+        let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n");
+        held.push(s);
+    }
+    for round in 0..5 {
+        let started = Instant::now();
+        let (head, _) = request(serve.http, "/livez", &[])
+            .unwrap_or_else(|e| panic!("round {round}: /livez: {e}\n{}", serve.log()));
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let (head, body) = request(serve.http, "/readyz", &[])
+            .unwrap_or_else(|e| panic!("round {round}: /readyz: {e}"));
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+        let identity = block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), serve.identity()).await
+        })
+        .unwrap_or_else(|_| panic!("round {round}: GetIdentity timed out"));
+        assert_eq!(identity.member_id, m0.id_hex().unwrap());
+        // A bound for a hang, not a performance claim.
+        assert!(started.elapsed() < Duration::from_secs(20));
+        // More idle clients arrive meanwhile.
+        for _ in 0..20 {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", serve.http)) {
+                held.push(s);
+            }
+        }
+    }
+    drop(held);
+}
+
+#[test]
+fn a_request_trickled_a_byte_at_a_time_is_cut_at_the_header_read_timeout() {
+    let serve = lonely(&["--header-read-timeout=1s"]);
+    let mut s = TcpStream::connect(("127.0.0.1", serve.http)).unwrap();
+    let started = Instant::now();
+    let mut cut = None;
+    for b in b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" {
+        if s.write_all(&[*b]).is_err() {
+            cut = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let cut =
+        cut.or_else(|| closed_within(&mut s, Duration::from_secs(5)).map(|_| started.elapsed()));
+    let cut = cut.expect("the trickling client was never cut");
+    assert!(cut < Duration::from_secs(8), "cut after {cut:?}");
+}
+
+#[test]
+fn a_silent_connection_and_an_idle_keep_alive_one_are_closed() {
+    let serve = lonely(&["--header-read-timeout=1s", "--idle-timeout=2s"]);
+    let mut silent = TcpStream::connect(("127.0.0.1", serve.http)).unwrap();
+    assert!(
+        closed_within(&mut silent, Duration::from_secs(10)).is_some(),
+        "a connection that sent nothing stayed open"
+    );
+    let mut kept = TcpStream::connect(("127.0.0.1", serve.http)).unwrap();
+    kept.write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = kept.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    assert!(
+        closed_within(&mut kept, Duration::from_secs(10)).is_some(),
+        "an idle keep-alive connection stayed open"
+    );
+}
+
+#[test]
+fn sigterm_is_not_held_by_a_half_sent_request() {
+    // Default flags only (the header-read timeout is 10 s).
+    let mut serve = lonely(&["--shutdown-grace=30s"]);
+    let mut half = TcpStream::connect(("127.0.0.1", serve.http)).unwrap();
+    half.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    let mut grpc_half = TcpStream::connect(("127.0.0.1", serve.grpc)).unwrap();
+    grpc_half.write_all(b"PRI * HTTP/2.0\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    serve.sigterm();
+    let status = serve.wait_exit(Duration::from_secs(25));
+    let took = started.elapsed();
+    assert!(
+        status.is_some(),
+        "serve still running {took:?} after SIGTERM"
+    );
+    // Well inside the 30 s grace the half-sent request would otherwise hold, and
+    // before the 10 s header-read timeout would cut it.
+    assert!(took < Duration::from_secs(8), "SIGTERM took {took:?}");
+    drop((half, grpc_half));
+}

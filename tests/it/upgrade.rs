@@ -1,0 +1,243 @@
+//! Real rolling upgrades across etcd lines, as an operator performs them: a
+//! 3-member cluster seeded like the operator on the newest 3.5, written to, then
+//! upgraded member by member to 3.6 and then to 3.7 (same flags, same data dir,
+//! the next line's binary). Before every start `inspect` reads the stopped
+//! member's dir and `preflight` must allow the start; after every start the
+//! member serves every write made so far. The storage version moves only once
+//! every member runs the new line (etcd raises the cluster version, then writes
+//! `meta/storageVersion`), and `inspect` reports it before and after.
+//!
+//! 3.5 writes two kinds of v2 requests into the WAL (member attributes and the
+//! cluster version); 3.6 converts them when it replays the WAL, 3.7 no longer
+//! can and panics at start on one it replays, applied or not ("unmarshal should
+//! never fail"). So the 3.6 → 3.7 step is only safe once every 3.6 member has a
+//! snapshot past the last 3.5-era entry; the second test shows etcd 3.7's panic
+//! when that snapshot is missing.
+
+use std::time::Duration;
+
+use crate::common::*;
+use crate::preflight_support::*;
+use serde_json::Value;
+
+/// `--snapshot-count` for the upgraded cluster: small, so a few hundred writes on
+/// 3.6 leave every member a snapshot past the 3.5-era entries of its WAL.
+const SNAPSHOT_COUNT: u64 = 50;
+
+/// The raft index of a member's newest `.snap` (`<term>-<index>.snap`), 0 without.
+fn newest_snap_index(m: &Member) -> u64 {
+    m.snap_files()
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.strip_suffix(".snap")?;
+            u64::from_str_radix(name.split_once('-')?.1, 16).ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `inspect -o json` of a stopped member's data dir: exit 0, initialized.
+fn inspect(m: &Member) -> Value {
+    let run = run_agent(
+        [
+            "inspect",
+            "--data-dir",
+            &m.data_dir().display().to_string(),
+            "-o",
+            "json",
+        ],
+        &[("AGENT_KUBE", "false")],
+    );
+    run.assert_code(0);
+    let json = run.json().clone();
+    assert_eq!(json["state"], "initialized", "{run}");
+    json
+}
+
+/// Every key written so far, read from every running member (serializable reads:
+/// each member's own store).
+fn assert_every_write_everywhere(cluster: &Cluster, written: &[(String, String)], step: &str) {
+    for m in cluster.members() {
+        for (k, v) in written {
+            assert_eventually!(
+                {
+                    let got = m.try_get(k, true)?;
+                    ensure(
+                        got.as_deref() == Some(v.as_str()),
+                        format!("{} has {k} = {got:?}", m.name()),
+                    )
+                },
+                "{step}: {} serves {k}",
+                m.name()
+            );
+        }
+    }
+}
+
+/// What the running members say about the storage version once it settles.
+fn wait_storage_version(cluster: &Cluster, want: &str, step: &str) {
+    for m in cluster.members() {
+        assert_eventually!(
+            {
+                let status = m.try_endpoint_status()?;
+                ensure(
+                    status["storageVersion"].as_str() == Some(want),
+                    format!("{} reports {}", m.name(), status["storageVersion"]),
+                )
+            },
+            "{step}: {} reaches storage version {want}",
+            m.name()
+        );
+    }
+}
+
+/// Upgrades every member of `cluster` to `target`, one at a time, with inspect
+/// and preflight before each start. `storage_before` is what every stopped dir
+/// must report until the last member is upgraded.
+fn upgrade_member_by_member(
+    cluster: &mut Cluster,
+    target: EtcdVersion,
+    storage_before: &str,
+    written: &mut Vec<(String, String)>,
+) {
+    for i in 0..cluster.len() {
+        let step = format!("{} upgraded to {target}", cluster[i].name());
+        let from = cluster[i].version();
+        cluster[i].stop().expect("it ran");
+        let report = inspect(&cluster[i]);
+        assert_eq!(
+            report["backend"]["storage_version"], storage_before,
+            "{step}: the {from} dir before the upgrade: {report:#}"
+        );
+        cluster.member_mut(i).set_version(target);
+        let v = preflight(&cluster.agent_env(i));
+        v.expect(&step, 0, "start");
+        assert_eq!(
+            v.doc()["data_dir"]["member_id"],
+            cluster[i].id_hex().expect("an ID").as_str(),
+            "{step}\n{}",
+            v.run
+        );
+        cluster[i].start();
+        cluster[i].wait_healthy();
+        let key = format!("upgrade/{}-{}", target.test_suffix(), cluster[i].name());
+        cluster.put(&key, &step);
+        written.push((key, step.clone()));
+        assert_every_write_everywhere(cluster, written, &step);
+    }
+}
+
+#[test]
+fn a_cluster_seeded_on_3_5_upgrades_member_by_member_to_3_6_then_3_7_with_every_start_allowed() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5Latest)
+        .members(3)
+        .snapshot_count(SNAPSHOT_COUNT)
+        .token("rolling-upgrade")
+        .start();
+    let mut written: Vec<(String, String)> = (0..20)
+        .map(|i| (format!("before/{i:02}"), format!("written on 3.5, {i}")))
+        .collect();
+    for (k, v) in &written {
+        cluster.put(k, v);
+    }
+    assert_every_write_everywhere(&cluster, &written, "seeded on 3.5");
+
+    upgrade_member_by_member(&mut cluster, EtcdVersion::V3_6, "3.5.0", &mut written);
+    wait_storage_version(&cluster, "3.6.0", "all on 3.6");
+
+    // Every member snapshots past the last entry a 3.5 member proposed.
+    let all_on_36 = cluster
+        .members()
+        .iter()
+        .map(|m| {
+            m.endpoint_status()["raftIndex"]
+                .as_u64()
+                .expect("raftIndex")
+        })
+        .max()
+        .expect("members");
+    cluster.put_many("on-3.6/", 4 * SNAPSHOT_COUNT as usize, 100);
+    for m in cluster.members() {
+        assert_eventually!(
+            ensure(
+                newest_snap_index(m) > all_on_36,
+                format!(
+                    "{}'s newest .snap is at {}, the cluster was all 3.6 at {all_on_36}",
+                    m.name(),
+                    newest_snap_index(m)
+                )
+            ),
+            "{} snapshots on 3.6",
+            m.name()
+        );
+    }
+
+    upgrade_member_by_member(&mut cluster, EtcdVersion::V3_7, "3.6.0", &mut written);
+    wait_storage_version(&cluster, "3.7.0", "all on 3.7");
+    assert_every_write_everywhere(&cluster, &written, "all on 3.7");
+
+    // etcd persists the storage version with its next backend commits; a clean
+    // stop commits once more. Every stopped dir then says 3.7.
+    for i in 0..cluster.len() {
+        cluster[i].stop().expect("it ran");
+        let report = inspect(&cluster[i]);
+        assert_eq!(
+            (
+                &report["backend"]["storage_version"],
+                &report["backend"]["storage_version_source"]
+            ),
+            (&Value::from("3.7.0"), &Value::from("meta/storageVersion")),
+            "{}: {report:#}",
+            cluster[i].name()
+        );
+    }
+}
+
+/// The upgrade etcd itself cannot finish: a 3.5 dir, run on 3.6 (which converts
+/// the 3.5 v2 WAL entries as it replays them) without a snapshot past them, then
+/// started on 3.7, which replays the same entries and panics. `inspect` still
+/// reads the dir as initialized: nothing in it is corrupt; it is etcd 3.7 that
+/// refuses what its predecessors wrote.
+#[test]
+fn etcd_3_7_panics_on_the_3_5_v2_entries_a_3_6_member_never_snapshotted_past() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5Latest)
+        .token("v2-entries")
+        .start();
+    cluster.put("k", "written on 3.5");
+    cluster[0].stop().expect("it ran");
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    wait_storage_version(&cluster, "3.6.0", "on 3.6");
+    cluster[0].put("k2", "written on 3.6");
+    cluster[0].stop().expect("it ran");
+    assert!(
+        cluster[0].snap_files().is_empty(),
+        "no snapshot was taken: {:?}",
+        cluster[0].snap_files()
+    );
+    let report = inspect(&cluster[0]);
+    assert_eq!(report["backend"]["storage_version"], "3.6.0", "{report:#}");
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_7);
+    cluster[0].start();
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains("unmarshal should never fail")
+                || cluster[0]
+                    .log_since_start()
+                    .contains("unmarshal should never fail"),
+            "etcd 3.7 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.7 was expected to panic on the 3.5 v2 entries: {other:?}"),
+    }
+    eprintln!(
+        "etcd 3.7.3 on a 3.5.35 -> 3.6.16 dir without a snapshot: {}",
+        cluster[0]
+            .log_since_start()
+            .lines()
+            .find(|l| l.contains(r#""level":"panic""#))
+            .map(|l| l.chars().take(300).collect::<String>())
+            .unwrap_or_default()
+    );
+}
