@@ -13,6 +13,9 @@
 //! Everything runs in one process: no test may change the process's
 //! environment or working directory (child processes get their env passed).
 
+// Test code may unwrap and expect: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod fault_sched;
 mod kube_fake;
