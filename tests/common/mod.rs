@@ -26,6 +26,7 @@ mod agent;
 mod cluster;
 mod etcd;
 mod gateway;
+mod kube_apiserver;
 mod member;
 mod patience;
 mod ports;
@@ -42,6 +43,10 @@ pub use etcd::{
     V3_5_LATEST, V3_6_LATEST, V3_7_LATEST,
 };
 pub use gateway::{base64_decode, base64_encode, health, HttpConn, HttpResponse};
+pub use kube_apiserver::{
+    client_from, kube_apiserver_bin, kube_apiserver_version, KubeApiServer, AGENT_SERVICE_ACCOUNT,
+    ISSUER,
+};
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError, STOP_GRACE};
 pub use patience::{ensure, eventually, patience, Deadline, DEFAULT_PATIENCE};
 pub use ports::free_port;
