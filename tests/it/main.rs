@@ -29,6 +29,7 @@ mod harness_smoke;
 mod inspect;
 mod install;
 mod kube_evidence;
+mod kube_real;
 mod pod_check;
 mod preflight;
 mod preflight_kube;

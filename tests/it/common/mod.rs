@@ -26,6 +26,7 @@ mod blackhole;
 mod cluster;
 mod etcd;
 mod gateway;
+mod kube_apiserver;
 mod member;
 mod patience;
 mod ports;
@@ -40,9 +41,12 @@ pub use agent::{
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
 pub use etcd::{etcd35_dir, etcdutl_status, etcdutl_status_of, EtcdVersion};
-pub use gateway::{health, HttpConn};
+pub use gateway::{base64_encode, health, HttpConn};
+pub use kube_apiserver::{
+    client_from, kube_apiserver_version, KubeApiServer, AGENT_SERVICE_ACCOUNT,
+};
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
-pub use patience::{ensure, eventually, patience};
+pub use patience::{ensure, eventually, patience, Deadline};
 pub use ports::free_port;
 pub use process::{per_process_dir, pid_exists};
 pub use skip::skip;

@@ -1,0 +1,1056 @@
+//! The agent against a real kube-apiserver (issue 14): upstream kube-apiserver
+//! built from the Kubernetes Go modules (`scripts/build-kube-apiserver`),
+//! backed by a real etcd, with the RBAC authorizer, real service-account tokens
+//! minted through the TokenRequest API, the operator's CRDs with their status
+//! subresource, and the shipped `deploy/base` RBAC (see
+//! `tests/it/common/kube_apiserver.rs`). The agent reaches it as in a Pod: TLS to
+//! the server, a bearer token of the `etcd-member-agent` ServiceAccount,
+//! through a kubeconfig (`KUBECONFIG` or `--kubeconfig`).
+//!
+//! What only a real server shows, and these tests hold the agent to:
+//! * preflight's operator evidence as the operator really writes it — `status`
+//!   only through the status subresource, pruned and validated by the CRD's
+//!   schema — on empty dirs and on a real member's data dir;
+//! * `pod-check` on Pods the API server admitted and validated, their statuses
+//!   written through `pods/status` as a kubelet would, and objects really
+//!   deleted;
+//! * least privilege decided by the real authorizer: every call the agent makes
+//!   succeeds with the shipped Role and a real token, everything else is a real
+//!   403, and the agent says so.
+//!
+//! No scheduler or kubelet runs: Pods stay unscheduled; their statuses are the
+//! test's. Each test starts its own server (a few seconds) and stops it, and its
+//! etcd, by PID when it ends.
+//!
+//! The in-process fake (`tests/it/kube_fake`) stays for 5xx, slow and malformed
+//! answers, which a real server does not produce on demand.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::common::*;
+use crate::preflight_support::{preflight_args, scratch, Env, Preflight};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use k8s_openapi::api::rbac::v1::Role;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::Client;
+use serde_json::{json, Value};
+
+const NS: &str = "tenant-a";
+const OTHER_NS: &str = "tenant-b";
+const CLUSTER: &str = "etcd";
+const MEMBER: &str = "etcd-x7k2p";
+const MEMBER_ID: &str = "ae36f238164a08ad";
+const CLUSTER_ID: &str = "769f1c9e0d723d0b";
+const GROUP: &str = "etcd-operator.cozystack.io";
+
+// ---------------------------------------------------------------------------
+// The world: a server, the shipped RBAC, a real token for the agent.
+
+/// A real API server with namespace [`NS`], `deploy/base` applied in it, and a
+/// kubeconfig carrying a real token of the agent's ServiceAccount.
+struct World {
+    api: KubeApiServer,
+    admin: Client,
+    /// The agent's kubeconfig (TLS, the ServiceAccount's token).
+    agent_kubeconfig: PathBuf,
+    /// The same token, for the test's own calls as the agent.
+    agent: Client,
+}
+
+impl World {
+    async fn start() -> World {
+        World::start_bound_to(None).await
+    }
+
+    /// With the agent's token bound to a Pod created first by `pod` (given
+    /// the admin client), as the kubelet's projected token is.
+    async fn start_bound_to(pod: Option<Value>) -> World {
+        let started = Instant::now();
+        let api = KubeApiServer::start().await;
+        let admin = api.admin().await;
+        api.create_namespace(NS).await;
+        let applied = api.apply_deploy_base(NS).await;
+        assert_eq!(
+            applied,
+            [
+                "ServiceAccount/etcd-member-agent",
+                "Role/etcd-member-agent",
+                "RoleBinding/etcd-member-agent"
+            ],
+            "deploy/base, as kustomize lists it"
+        );
+        let bound = match pod {
+            Some(pod) => {
+                let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+                let created = pods
+                    .create(&PostParams::default(), &from_json(pod))
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot create the Pod: {e}"));
+                Some((
+                    created.metadata.name.unwrap_or_default(),
+                    created.metadata.uid.unwrap_or_default(),
+                ))
+            }
+            None => None,
+        };
+        let token = api
+            .token_for(
+                NS,
+                AGENT_SERVICE_ACCOUNT,
+                bound.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
+            )
+            .await;
+        let agent_kubeconfig = api.token_kubeconfig("agent", &token);
+        let agent = client_from(&agent_kubeconfig).await;
+        eprintln!(
+            "kube-apiserver {} (pid {}) at {} ready with deploy/base in {:?}",
+            kube_apiserver_version(),
+            api.pid(),
+            api.url(),
+            started.elapsed()
+        );
+        World {
+            api,
+            admin,
+            agent_kubeconfig,
+            agent,
+        }
+    }
+
+    fn kubeconfig(&self) -> String {
+        self.agent_kubeconfig.display().to_string()
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+}
+
+// ---------------------------------------------------------------------------
+// The operator's records, written as the operator writes them: spec on create,
+// status through the status subresource.
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1alpha2", kind), plural)
+}
+
+fn members(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &resource("EtcdMember", "etcdmembers"))
+}
+
+fn clusters(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &resource("EtcdCluster", "etcdclusters"))
+}
+
+fn token_of(cluster: &str) -> String {
+    format!("{NS}-{cluster}-4f0c2d7e")
+}
+
+/// The `EtcdMember` spec the operator writes for `name` (`bootstrap`: the seed,
+/// whose `initialCluster` names only itself).
+fn member_doc(ns: &str, name: &str, bootstrap: bool, initial_cluster: &str) -> Value {
+    let mut spec = json!({
+        "clusterName": CLUSTER,
+        "version": "3.6.11",
+        "storage": {"size": "1Gi", "medium": ""},
+        "initialCluster": initial_cluster,
+        "clusterToken": token_of(CLUSTER),
+    });
+    if bootstrap {
+        spec["bootstrap"] = json!(true);
+    }
+    json!({
+        "apiVersion": format!("{GROUP}/v1alpha2"),
+        "kind": "EtcdMember",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": {"etcd-operator.cozystack.io/cluster": CLUSTER}},
+        "spec": spec,
+    })
+}
+
+fn cluster_doc(ns: &str) -> Value {
+    json!({
+        "apiVersion": format!("{GROUP}/v1alpha2"),
+        "kind": "EtcdCluster",
+        "metadata": {"name": CLUSTER, "namespace": ns},
+        "spec": {"version": "3.6.11", "replicas": 3},
+    })
+}
+
+async fn create(api: &Api<DynamicObject>, doc: Value) -> DynamicObject {
+    api.create(&PostParams::default(), &from_json(doc))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the record: {e}"))
+}
+
+/// A merge patch of `status` through the status subresource, as the operator's
+/// status writer does.
+async fn patch_status(api: &Api<DynamicObject>, name: &str, status: Value) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot patch the status of {name}: {e}"));
+}
+
+/// The init container's env for member `name` of namespace `ns`: its frozen
+/// flags, the Pod's identity, kube on through the agent's kubeconfig, and a
+/// peer endpoint nobody listens on (the operator's word is the only evidence
+/// besides the directory).
+fn pod_env(w: &World, ns: &str, name: &str, initial_cluster: &str, data_dir: &Path) -> Env {
+    vec![
+        ("ETCD_DATA_DIR".into(), data_dir.display().to_string()),
+        ("ETCD_MEMBER_NAME".into(), name.into()),
+        ("ETCD_INITIAL_CLUSTER".into(), initial_cluster.into()),
+        ("ETCD_INITIAL_CLUSTER_TOKEN".into(), token_of(CLUSTER)),
+        (
+            "ETCD_PEER_ENDPOINTS".into(),
+            format!("http://127.0.0.1:{}", free_port()),
+        ),
+        ("AGENT_KUBE".into(), "true".into()),
+        ("POD_NAMESPACE".into(), ns.into()),
+        ("POD_NAME".into(), name.into()),
+        ("KUBECONFIG".into(), w.kubeconfig()),
+    ]
+}
+
+fn seed_initial_cluster(name: &str) -> String {
+    format!("{name}=https://{name}.{CLUSTER}.{NS}.svc:2380")
+}
+
+/// Runs preflight off the runtime (it blocks until the binary exits).
+async fn run_preflight(env: Env) -> Preflight {
+    match tokio::task::spawn_blocking(move || preflight_args(&env, &[])).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// An empty data dir (`data/`, not created) inside a fresh scratch dir.
+fn empty_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    (dir, data)
+}
+
+/// The status code and message of a refused call; panics on anything else.
+#[track_caller]
+fn api_error<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message.clone()),
+        other => panic!("{what}: expected an API error status, got {other:?}"),
+    }
+}
+
+/// Asserts the real authorizer's 403 for `what`, naming the agent's
+/// ServiceAccount, the verb and the resource.
+#[track_caller]
+fn assert_forbidden<T: std::fmt::Debug>(
+    result: Result<T, kube::Error>,
+    what: &str,
+    verb: &str,
+    resource: &str,
+) -> String {
+    let (code, message) = api_error(result, what);
+    assert_eq!(code, 403, "{what}: {message}");
+    let user = format!("User \"system:serviceaccount:{NS}:{AGENT_SERVICE_ACCOUNT}\"");
+    assert!(
+        message.contains(&user)
+            && message.contains(&format!("cannot {verb} resource \"{resource}\"")),
+        "{what}: the real authorizer's message names the user, verb and resource: {message}"
+    );
+    message
+}
+
+// ---------------------------------------------------------------------------
+// The harness itself: the server is what it claims to be.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_the_pinned_upstream_kube_apiserver_with_the_operators_crds() {
+    let w = World::start().await;
+    let version: Value = {
+        let req = axum::http::Request::get("/version")
+            .body(Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = w
+            .admin
+            .request_text(req)
+            .await
+            .unwrap_or_else(|e| panic!("GET /version: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    assert_eq!(
+        version["gitVersion"],
+        kube_apiserver_version().as_str(),
+        "{version}"
+    );
+
+    // Status is a subresource: a create carrying a status drops it, and only
+    // the status endpoint writes it (as for the operator's real CRDs).
+    let api = members(&w.admin, NS);
+    let mut doc = member_doc(NS, MEMBER, true, &seed_initial_cluster(MEMBER));
+    doc["status"] = json!({"memberID": MEMBER_ID});
+    let created = create(&api, doc).await;
+    assert_eq!(
+        created.data.get("status"),
+        None,
+        "status ignored on create: {:?}",
+        created.data
+    );
+    patch_status(&api, MEMBER, json!({"memberID": MEMBER_ID, "podUID": "u1"})).await;
+    let read = api.get(MEMBER).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read.data["status"]["memberID"], MEMBER_ID);
+    // The schema is enforced: what the agent would call malformed cannot be
+    // written at all (the fake server tests those shapes).
+    let wrong = api
+        .patch_status(
+            MEMBER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"memberID": 12345}})),
+        )
+        .await;
+    let (code, message) = api_error(wrong, "memberID as a number");
+    assert_eq!(code, 422, "{message}");
+    // The token is a real, bound ServiceAccount token: the server says who it is.
+    let review = w
+        .agent
+        .request_text(
+            axum::http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .header("content-type", "application/json")
+                .body(
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+                        .to_string()
+                        .into_bytes(),
+                )
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("SelfSubjectReview: {e}"));
+    let review: Value = serde_json::from_str(&review).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        format!("system:serviceaccount:{NS}:{AGENT_SERVICE_ACCOUNT}"),
+        "{review}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// preflight: the operator's evidence through the real server.
+
+/// Empty data dirs against the records: absent, present with nothing latched,
+/// latched (clusterID, then memberID), and stale (the record names an earlier
+/// Pod of this member: the PR 355 window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_on_an_empty_dir_reads_absent_present_latched_and_stale_records() {
+    let w = World::start().await;
+    let members = members(&w.admin, NS);
+    let clusters = clusters(&w.admin, NS);
+    let initial = seed_initial_cluster(MEMBER);
+
+    let step = "no EtcdMember at all";
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 14, "phase-unknown")
+        .source(step, "kube", false, "not found")
+        .reason_mentions(step, "kubernetes: ");
+
+    let step = "the EtcdMember exists, its EtcdCluster does not";
+    create(&members, member_doc(NS, MEMBER, true, &initial)).await;
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 14, "phase-unknown")
+        .source(step, "kube", false, "EtcdCluster");
+
+    let step = "the seed, nothing latched";
+    create(&clusters, cluster_doc(NS)).await;
+    patch_status(
+        &clusters,
+        CLUSTER,
+        json!({"clusterToken": token_of(CLUSTER)}),
+    )
+    .await;
+    let (_d, data) = empty_dir();
+    let v = run_preflight(pod_env(&w, NS, MEMBER, &initial, &data)).await;
+    v.expect(step, 0, "bootstrap")
+        .source(step, "kube", true, "")
+        .warns(step, "POD_UID");
+    let said = &v.evidence("kube")["said"];
+    assert_eq!(said["member"]["bootstrap"], true, "{}", v.run);
+    assert_eq!(said["member"]["member_id"], Value::Null, "{}", v.run);
+    assert_eq!(said["cluster"]["cluster_id"], Value::Null, "{}", v.run);
+    assert_eq!(
+        said["cluster"]["cluster_token"],
+        token_of(CLUSTER).as_str(),
+        "{}",
+        v.run
+    );
+
+    let step = "the seed, clusterID latched";
+    patch_status(&clusters, CLUSTER, json!({"clusterID": CLUSTER_ID})).await;
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 10, "refuse-empty-formed")
+        .reason_mentions(
+            step,
+            &format!("the EtcdCluster records clusterID {CLUSTER_ID}"),
+        );
+
+    let step = "the seed, memberID latched too";
+    patch_status(&members, MEMBER, json!({"memberID": MEMBER_ID})).await;
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 10, "refuse-empty-formed")
+        .reason_mentions(
+            step,
+            &format!("the EtcdMember records memberID {MEMBER_ID}"),
+        );
+
+    // The PR 355 window: nothing latched yet, but the record names the Pod the
+    // operator last saw for this member, and it is not this one.
+    let step = "the seed, nothing latched, the record names an earlier Pod";
+    patch_status(
+        &members,
+        MEMBER,
+        json!({"memberID": "", "podUID": "0d6f5b1e-earlier-pod"}),
+    )
+    .await;
+    patch_status(&clusters, CLUSTER, json!({"clusterID": ""})).await;
+    let (_d, data) = empty_dir();
+    let env = with(
+        &pod_env(&w, NS, MEMBER, &initial, &data),
+        "POD_UID",
+        "5c1d9a70-this-pod",
+    );
+    run_preflight(env)
+        .await
+        .expect(step, 14, "phase-unknown")
+        .row(step, "9a")
+        .reason_mentions(step, "0d6f5b1e-earlier-pod");
+
+    let step = "the seed, nothing latched, the record names this Pod";
+    let (_d, data) = empty_dir();
+    let env = with(
+        &pod_env(&w, NS, MEMBER, &initial, &data),
+        "POD_UID",
+        "0d6f5b1e-earlier-pod",
+    );
+    run_preflight(env).await.expect(step, 0, "bootstrap");
+
+    let step = "a scale-up member, nothing recorded, no live peers";
+    let joiner = "etcd-q4m8n";
+    let joiner_initial = format!("{initial},{joiner}=https://{joiner}.{CLUSTER}.{NS}.svc:2380");
+    create(&members, member_doc(NS, joiner, false, &joiner_initial)).await;
+    patch_status(&clusters, CLUSTER, json!({"clusterID": CLUSTER_ID})).await;
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, joiner, &joiner_initial, &data))
+        .await
+        .expect(step, 14, "phase-unknown")
+        .source(step, "kube", true, "")
+        .source(step, "etcd", false, "no etcd endpoint answered");
+}
+
+/// A real member's data dir (etcd 3.6, stopped) against the records: matching
+/// IDs start; a stale record (another incarnation's memberID, another
+/// clusterID) is foreign; records absent do not refuse a consistent dir.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_on_a_real_member_dir_starts_on_matching_records_and_refuses_stale_ones() {
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    let member_id = m0.id_hex().expect("m0's ID");
+    let cluster_id = format!(
+        "{:016x}",
+        m0.endpoint_status()["header"]["cluster_id"]
+            .as_u64()
+            .expect("cluster_id")
+    );
+    m0.stop();
+    let w = World::start().await;
+    let members = members(&w.admin, NS);
+    let clusters = clusters(&w.admin, NS);
+    let name = m0.name().to_owned();
+    let mut env = m0.agent_env();
+    for (k, v) in pod_env(&w, NS, &name, m0.initial_cluster(), m0.data_dir()) {
+        if ["AGENT_KUBE", "POD_NAMESPACE", "POD_NAME", "KUBECONFIG"].contains(&k.as_str()) {
+            env = with(&env, &k, &v);
+        }
+    }
+
+    let step = "no records";
+    run_preflight(env.clone())
+        .await
+        .expect(step, 0, "start")
+        .source(step, "kube", false, "not found");
+
+    create(&members, member_doc(NS, &name, true, m0.initial_cluster())).await;
+    create(&clusters, cluster_doc(NS)).await;
+    patch_status(&members, &name, json!({"memberID": member_id})).await;
+    patch_status(&clusters, CLUSTER, json!({"clusterID": cluster_id})).await;
+    let step = "records match";
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 0, "start")
+        .reason_mentions(step, "the operator's record")
+        .source(step, "kube", true, "");
+    assert_eq!(v.doc()["data_dir"]["member_id"], member_id.as_str());
+    assert_eq!(v.doc()["data_dir"]["cluster_id"], cluster_id.as_str());
+
+    let step = "the EtcdMember records another incarnation's memberID";
+    patch_status(&members, &name, json!({"memberID": MEMBER_ID})).await;
+    run_preflight(env.clone())
+        .await
+        .expect(step, 11, "refuse-foreign")
+        .reason_mentions(
+            step,
+            &format!("member ID in the WAL is {member_id} but the EtcdMember says {MEMBER_ID}"),
+        );
+
+    let step = "the EtcdCluster records another clusterID";
+    patch_status(&members, &name, json!({"memberID": member_id})).await;
+    patch_status(&clusters, CLUSTER, json!({"clusterID": CLUSTER_ID})).await;
+    run_preflight(env.clone())
+        .await
+        .expect(step, 11, "refuse-foreign")
+        .reason_mentions(step, "the EtcdCluster says");
+}
+
+// ---------------------------------------------------------------------------
+// pod-check on real Pods.
+
+const CLUSTER_STATE: &str = "etcd-cluster-state";
+const ROOT_CA: &str = "kube-root-ca.crt";
+const PEER_TLS: &str = "etcd-peer-tls";
+const POD: &str = "etcd-x7k2p";
+
+/// The member Pod of #373, as the API server admits it: the `etcd` container
+/// reads the legacy ConfigMap through `envFrom` and `env.valueFrom`, and a
+/// volume and a projected source mount it too; TLS from a Secret; the
+/// projected service-account volume with `kube-root-ca.crt`.
+fn member_pod() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": POD, "namespace": NS,
+                     "labels": {"etcd-operator.cozystack.io/cluster": CLUSTER}},
+        "spec": {
+            "serviceAccountName": AGENT_SERVICE_ACCOUNT,
+            "automountServiceAccountToken": false,
+            "initContainers": [{
+                "name": "preflight",
+                "image": "ghcr.io/cozystack/etcd-member-agent:v0.1.0",
+                "args": ["preflight"],
+                "volumeMounts": [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
+            }],
+            "containers": [
+                {
+                    "name": "etcd",
+                    "image": "quay.io/coreos/etcd:v3.6.11",
+                    "envFrom": [{"configMapRef": {"name": CLUSTER_STATE}}],
+                    "env": [
+                        {"name": "ETCD_INITIAL_CLUSTER_STATE", "valueFrom": {"configMapKeyRef": {"name": CLUSTER_STATE, "key": "ETCD_INITIAL_CLUSTER_STATE"}}},
+                        {"name": "OPTIONAL", "valueFrom": {"configMapKeyRef": {"name": "not-there", "key": "k", "optional": true}}},
+                    ],
+                    "volumeMounts": [
+                        {"name": "cluster-state", "mountPath": "/etc/etcd/state", "readOnly": true},
+                        {"name": "peer-tls", "mountPath": "/etc/etcd/tls/peer", "readOnly": true},
+                    ],
+                },
+                {
+                    "name": "member-agent",
+                    "image": "ghcr.io/cozystack/etcd-member-agent:v0.1.0",
+                    "args": ["serve"],
+                    "volumeMounts": [
+                        {"name": "bundle", "mountPath": "/etc/agent", "readOnly": true},
+                        {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true},
+                    ],
+                },
+            ],
+            "volumes": [
+                {"name": "cluster-state", "configMap": {"name": CLUSTER_STATE}},
+                {"name": "peer-tls", "secret": {"secretName": PEER_TLS}},
+                {"name": "bundle", "projected": {"sources": [
+                    {"configMap": {"name": CLUSTER_STATE}},
+                    {"secret": {"name": PEER_TLS}},
+                ]}},
+                {"name": "kube-api-access", "projected": {"sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": ROOT_CA, "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+                ]}},
+            ],
+        },
+    })
+}
+
+async fn create_config_maps_and_secrets(client: &Client) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    for (name, data) in [
+        (
+            CLUSTER_STATE,
+            json!({"ETCD_INITIAL_CLUSTER_STATE": "new", "ETCD_INITIAL_CLUSTER_TOKEN": token_of(CLUSTER)}),
+        ),
+        (ROOT_CA, json!({"ca.crt": "-----BEGIN CERTIFICATE-----\n"})),
+    ] {
+        cms.create(
+            &pp,
+            &from_json(json!({"metadata": {"name": name}, "data": data})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot create ConfigMap {name}: {e}"));
+    }
+    secrets
+        .create(
+            &pp,
+            &from_json(
+                json!({"metadata": {"name": PEER_TLS}, "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": "c", "tls.key": "k", "ca.crt": "a"}}),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot create Secret {PEER_TLS}: {e}"));
+}
+
+/// One run of `pod-check -o json` for `pod` in `ns` with the agent's token.
+async fn pod_check(w: &World, ns: &str, pod: &str) -> AgentRun {
+    let args = vec![
+        "pod-check".to_owned(),
+        "--pod-name".to_owned(),
+        pod.to_owned(),
+        "--namespace".to_owned(),
+        ns.to_owned(),
+        "--kubeconfig".to_owned(),
+        w.kubeconfig(),
+        "-o".to_owned(),
+        "json".to_owned(),
+    ];
+    let run =
+        match tokio::task::spawn_blocking(move || run_agent(&args, &[] as &[(&str, &str)])).await {
+            Ok(run) => run,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+    assert_eq!(
+        run.json()["exit_code"].as_i64(),
+        Some(i64::from(run.code)),
+        "one JSON document carrying the exit code:\n{run}"
+    );
+    run
+}
+
+fn hazard_paths(run: &AgentRun) -> Vec<(String, String)> {
+    run.json()["hazards"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hazards list\n{run}"))
+        .iter()
+        .map(|h| {
+            (
+                h["kind"].as_str().unwrap_or_default().to_owned(),
+                h["path"]
+                    .as_str()
+                    .or(h["container"].as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_check_on_a_real_pod_finds_the_deleted_configmap_through_every_kind_of_reference() {
+    let w = World::start_bound_to(Some(member_pod())).await;
+    create_config_maps_and_secrets(&w.admin).await;
+
+    let step = "every referenced object exists";
+    let run = pod_check(&w, NS, POD).await;
+    assert_eq!(run.code, 0, "{step}\n{run}");
+    assert_eq!(run.json()["outcome"], "clean", "{step}\n{run}");
+    // Unscheduled: no kubelet runs here.
+    assert_eq!(run.json()["phase"], "Pending", "{step}\n{run}");
+    // envFrom, env.valueFrom (the optional one left out), the volume, two
+    // projected sources of the bundle, one of kube-api-access, the peer TLS
+    // volume: 7 references to 3 objects.
+    assert_eq!(run.json()["checked_references"], 7, "{step}\n{run}");
+    assert_eq!(run.json()["checked_objects"], 3, "{step}\n{run}");
+
+    // Adoption deletes the legacy ConfigMap while the Pod still references it.
+    let cms: Api<ConfigMap> = Api::namespaced(w.admin.clone(), NS);
+    cms.delete(CLUSTER_STATE, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete {CLUSTER_STATE}: {e}"));
+    let step = "the legacy ConfigMap deleted, the containers still running";
+    let run = pod_check(&w, NS, POD).await;
+    assert_eq!(run.code, 40, "{step}\n{run}");
+    assert_eq!(run.json()["outcome"], "hazards", "{step}\n{run}");
+    let missing = |p: &str| ("missing-reference".to_owned(), p.to_owned());
+    assert_eq!(
+        hazard_paths(&run),
+        [
+            missing("containers[etcd].envFrom[0].configMapRef"),
+            missing("containers[etcd].env[0].valueFrom.configMapKeyRef"),
+            missing("volumes[cluster-state].configMap"),
+            missing("volumes[bundle].projected.sources[0].configMap"),
+        ],
+        "{step}\n{run}"
+    );
+    for h in run.json()["hazards"].as_array().into_iter().flatten() {
+        assert_eq!(h["object_name"], CLUSTER_STATE, "{step}: {h}");
+        assert_eq!(h["object_kind"], "ConfigMap", "{step}: {h}");
+    }
+
+    // A node reboot recreates the containers: the kubelet cannot build etcd's
+    // and says so through pods/status, restartCount 0 for good (#373).
+    let pods: Api<Pod> = Api::namespaced(w.admin.clone(), NS);
+    let waiting = json!({"waiting": {
+        "reason": "CreateContainerConfigError",
+        "message": format!("configmap \"{CLUSTER_STATE}\" not found"),
+    }});
+    let status = json!({"status": {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+        ],
+        "initContainerStatuses": [{
+            "name": "preflight", "image": "ghcr.io/cozystack/etcd-member-agent:v0.1.0", "imageID": "",
+            "ready": true, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                     "startedAt": "2026-12-01T08:00:00Z", "finishedAt": "2026-12-01T08:00:01Z"}},
+        }],
+        "containerStatuses": [
+            {"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.11", "imageID": "",
+             "ready": false, "started": false, "restartCount": 0, "state": waiting},
+            {"name": "member-agent", "image": "ghcr.io/cozystack/etcd-member-agent:v0.1.0", "imageID": "",
+             "ready": true, "started": true, "restartCount": 0,
+             "state": {"running": {"startedAt": "2026-12-01T08:00:02Z"}}},
+        ],
+    }});
+    pods.patch_status(POD, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap_or_else(|e| panic!("cannot write the Pod's status as a kubelet: {e}"));
+    let step = "after a reboot: etcd stuck in CreateContainerConfigError, restartCount 0";
+    let run = pod_check(&w, NS, POD).await;
+    assert_eq!(run.code, 40, "{step}\n{run}");
+    let paths = hazard_paths(&run);
+    assert_eq!(paths.len(), 5, "{step}\n{run}");
+    assert_eq!(
+        paths[4],
+        ("stuck-container".to_owned(), "etcd".to_owned()),
+        "{step}\n{run}"
+    );
+    let stuck = &run.json()["hazards"][4];
+    assert_eq!(stuck["reason"], "CreateContainerConfigError", "{run}");
+    assert_eq!(stuck["restart_count"], 0, "{run}");
+    assert!(
+        stuck["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("restart-count self-heal cannot see it"),
+        "{run}"
+    );
+
+    // The ConfigMap recreated: the references resolve again; the container is
+    // still stuck until the kubelet retries, and pod-check still says so.
+    cms.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": CLUSTER_STATE}, "data": {"ETCD_INITIAL_CLUSTER_STATE": "existing"}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let step = "the ConfigMap recreated, the status not yet updated";
+    let run = pod_check(&w, NS, POD).await;
+    assert_eq!(run.code, 40, "{step}\n{run}");
+    assert_eq!(
+        hazard_paths(&run),
+        [("stuck-container".to_owned(), "etcd".to_owned())],
+        "{step}\n{run}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Least privilege, decided by the real authorizer.
+
+/// With the shipped Role and a real token: every call the agent makes succeeds
+/// (preflight's two GETs, pod-check's Pod GET and metadata GETs); anything
+/// else the test tries with the same token is a real 403; and the agent, sent
+/// where its Role does not reach, reports the 403 as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_role_allows_every_call_the_agent_makes_and_the_real_authorizer_denies_the_rest(
+) {
+    let w = World::start_bound_to(Some(member_pod())).await;
+    create_config_maps_and_secrets(&w.admin).await;
+    let members_admin = members(&w.admin, NS);
+    let initial = seed_initial_cluster(MEMBER);
+    create(&members_admin, member_doc(NS, MEMBER, true, &initial)).await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+
+    // Every call the agent makes, as the agent.
+    let step = "preflight with the shipped Role";
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 0, "bootstrap")
+        .source(step, "kube", true, "");
+    let run = pod_check(&w, NS, POD).await;
+    assert_eq!(
+        (run.code, run.json()["outcome"].as_str()),
+        (0, Some("clean")),
+        "pod-check with the shipped Role\n{run}"
+    );
+
+    // Everything else, with the same token: the real authorizer's 403.
+    let secrets: Api<Secret> = Api::namespaced(w.agent.clone(), NS);
+    assert_forbidden(
+        secrets.list(&ListParams::default()).await,
+        "listing Secrets",
+        "list",
+        "secrets",
+    );
+    let agent_members = members(&w.agent, NS);
+    assert_forbidden(
+        agent_members.list(&ListParams::default()).await,
+        "listing EtcdMembers",
+        "list",
+        "etcdmembers",
+    );
+    assert_forbidden(
+        agent_members
+            .patch(
+                MEMBER,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+            )
+            .await,
+        "patching the EtcdMember",
+        "patch",
+        "etcdmembers",
+    );
+    assert_forbidden(
+        agent_members
+            .patch_status(
+                MEMBER,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"memberID": MEMBER_ID}})),
+            )
+            .await,
+        "patching the EtcdMember's status",
+        "patch",
+        "etcdmembers/status",
+    );
+    assert_forbidden(
+        agent_members.delete(MEMBER, &DeleteParams::default()).await,
+        "deleting the EtcdMember",
+        "delete",
+        "etcdmembers",
+    );
+    let pods: Api<Pod> = Api::namespaced(w.agent.clone(), NS);
+    assert_forbidden(
+        pods.patch_status(
+            POD,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await,
+        "writing its own Pod's status",
+        "patch",
+        "pods/status",
+    );
+    // The record of a member in another namespace (another tenant's cluster).
+    w.api.create_namespace(OTHER_NS).await;
+    create(
+        &members(&w.admin, OTHER_NS),
+        member_doc(OTHER_NS, MEMBER, true, &initial),
+    )
+    .await;
+    create(&clusters(&w.admin, OTHER_NS), cluster_doc(OTHER_NS)).await;
+    assert_forbidden(
+        members(&w.agent, OTHER_NS).get(MEMBER).await,
+        "reading another namespace's EtcdMember",
+        "get",
+        "etcdmembers",
+    );
+    // Nothing was changed by the refused writes.
+    let after = members_admin
+        .get(MEMBER)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        after.metadata.labels.unwrap_or_default().get("touched"),
+        None
+    );
+    assert_eq!(after.data.get("status"), None);
+
+    // The agent pointed at a record its Role does not cover reports the 403:
+    // preflight as evidence it could not read (never bootstrap on it)...
+    let step = "preflight for another namespace's member";
+    let (_d, data) = empty_dir();
+    let v = run_preflight(pod_env(&w, OTHER_NS, MEMBER, &initial, &data)).await;
+    v.expect(step, 14, "phase-unknown").source(
+        step,
+        "kube",
+        false,
+        "forbidden: the service account needs RBAC `get` on etcdmembers.etcd-operator.cozystack.io in namespace tenant-b",
+    );
+    let error = v.evidence("kube")["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "User \"system:serviceaccount:{NS}:{AGENT_SERVICE_ACCOUNT}\" cannot get resource \"etcdmembers\""
+        )),
+        "the real authorizer's words are passed on: {error}\n{}",
+        v.run
+    );
+    // ...and pod-check as a configuration error, never clean.
+    let pods_admin: Api<Pod> = Api::namespaced(w.admin.clone(), OTHER_NS);
+    let mut other_pod = member_pod();
+    other_pod["metadata"]["namespace"] = json!(OTHER_NS);
+    // That namespace's own agent identity, bound to its own ServiceAccount: the
+    // token of tenant-a's agent still has no Role there.
+    w.api.apply_deploy_base(OTHER_NS).await;
+    pods_admin
+        .create(&PostParams::default(), &from_json(other_pod))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = pod_check(&w, OTHER_NS, POD).await;
+    assert_eq!(run.code, 2, "pod-check of another namespace's Pod\n{run}");
+    assert_eq!(run.json()["outcome"], "error", "{run}");
+    assert_eq!(run.json()["error"]["kind"], "forbidden", "{run}");
+    assert_eq!(run.json()["error"]["class"], "configuration", "{run}");
+    assert!(
+        run.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot get resource \"pods\""),
+        "{run}"
+    );
+    assert!(run.stderr.contains("NOT known to be clean"), "{run}");
+}
+
+/// The example overlay's Role, narrowed with resourceNames: another member's
+/// record is a real 403, and so is a ConfigMap the list does not name; the
+/// agent reports both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_overlays_resource_names_deny_another_members_record_and_unlisted_objects() {
+    let w = World::start().await;
+    // The overlay's patch replaces the base Role's rules (strategic merge of a
+    // complete Role), as `kustomize build deploy/overlays/example` does.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/overlays/example/role-resource-names.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let narrowed: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let roles: Api<Role> = Api::namespaced(w.admin.clone(), NS);
+    roles
+        .patch(
+            AGENT_SERVICE_ACCOUNT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": narrowed["rules"]})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot narrow the Role: {e}"));
+    let listed: Vec<String> = narrowed["rules"][0]["resourceNames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    assert!(listed.contains(&"etcd-0".to_owned()), "{listed:?}");
+    let listed_member = "etcd-0";
+    let other_member = "etcd-9";
+    let members_admin = members(&w.admin, NS);
+    for name in [listed_member, other_member] {
+        create(
+            &members_admin,
+            member_doc(NS, name, true, &seed_initial_cluster(name)),
+        )
+        .await;
+    }
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+
+    // RBAC changes apply at once (the authorizer reads the informer cache; wait
+    // until the narrowed rules are in force).
+    let agent_members = members(&w.agent, NS);
+    let deadline = Deadline::after(patience());
+    loop {
+        match agent_members.get(other_member).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => break,
+            other if deadline.passed() => panic!("the narrowed Role is not in force: {other:?}"),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    assert_forbidden(
+        agent_members.get(other_member).await,
+        "reading another member's record",
+        "get",
+        "etcdmembers",
+    );
+    agent_members
+        .get(listed_member)
+        .await
+        .unwrap_or_else(|e| panic!("the listed member's record is readable: {e}"));
+
+    let step = "preflight for the listed member";
+    let (_d, data) = empty_dir();
+    let initial = seed_initial_cluster(listed_member);
+    run_preflight(pod_env(&w, NS, listed_member, &initial, &data))
+        .await
+        .expect(step, 0, "bootstrap")
+        .source(step, "kube", true, "");
+    let step = "preflight for a member the Role does not list";
+    let (_d, data) = empty_dir();
+    let initial = seed_initial_cluster(other_member);
+    let v = run_preflight(pod_env(&w, NS, other_member, &initial, &data)).await;
+    v.expect(step, 14, "phase-unknown").source(
+        step,
+        "kube",
+        false,
+        "forbidden: the service account needs RBAC `get` on etcdmembers",
+    );
+    assert!(
+        v.evidence("kube")["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!(
+                "etcdmembers.etcd-operator.cozystack.io \"{other_member}\" is forbidden"
+            )),
+        "{}",
+        v.run
+    );
+
+    // pod-check of the listed Pod, which references a ConfigMap the Role does
+    // not list: forbidden, never "missing" and never clean.
+    let mut pod = member_pod();
+    pod["metadata"]["name"] = json!(listed_member);
+    let pods: Api<Pod> = Api::namespaced(w.admin.clone(), NS);
+    pods.create(&PostParams::default(), &from_json(pod))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    create_config_maps_and_secrets(&w.admin).await;
+    let run = pod_check(&w, NS, listed_member).await;
+    assert_eq!(run.code, 2, "{run}");
+    assert_eq!(run.json()["error"]["kind"], "forbidden", "{run}");
+    let message = run.json()["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("configmaps \"{CLUSTER_STATE}\" is forbidden")),
+        "{run}"
+    );
+    // Namespaces are cluster-scoped: the agent cannot even see them.
+    let namespaces: Api<Namespace> = Api::all(w.agent.clone());
+    assert_forbidden(
+        namespaces.get(NS).await,
+        "reading its namespace",
+        "get",
+        "namespaces",
+    );
+}
