@@ -2384,6 +2384,25 @@ mod tests {
     }
 
     #[test]
+    fn a_bucket_cycle_is_reported() {
+        // A nested bucket whose root is the leaf holding it (page 2), and one
+        // whose root is the root leaf of the whole tree (page 3): the page walk
+        // stops at the page seen twice instead of going round. The hash, like
+        // bbolt's ForEach, does not descend into nested buckets, so it ends too.
+        for target in [2u64, 3] {
+            let bytes = custom(|b| b.leaf(&[(true, b"n", &bucket_value(target))]));
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(&write(&dir, &bytes)).unwrap();
+            let s = db.summary().unwrap_err();
+            assert!(
+                matches!(s, BoltError::PageReused { pgid, .. } if pgid == target),
+                "{s}"
+            );
+            assert_eq!(db.kv_hash().unwrap().total_key, 1);
+        }
+    }
+
+    #[test]
     fn a_deep_chain_is_refused_before_the_stack_suffers() {
         let bytes = custom(|b| {
             let mut child = b.leaf(&[(false, b"k", b"v")]);

@@ -582,6 +582,24 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_larger_than_the_limit_is_refused_before_reading() {
+        // A sparse file one byte over the limit: refused by its size, before a
+        // byte is read or a buffer allocated.
+        let dir = tempfile::tempdir().unwrap();
+        let p = write_snap(dir.path(), &snap_file_name(2, 0xff), &good_file());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(MAX_SNAP_BYTES + 1)
+            .unwrap();
+        assert!(matches!(
+            read_snap(&p).unwrap_err(),
+            SnapError::TooLarge { len, limit: MAX_SNAP_BYTES, .. } if len == MAX_SNAP_BYTES + 1
+        ));
+    }
+
+    #[test]
     fn empty_files_and_empty_data_are_empty() {
         let dir = tempfile::tempdir().unwrap();
         let p = write_snap(dir.path(), &snap_file_name(1, 1), b"");
