@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio::time::{timeout_at, Instant};
 
 use crate::cli::PodCheckArgs;
-use crate::error::chain as render_chain;
+use crate::error::chain;
 use crate::evidence::client::client;
 pub use crate::evidence::pod::{check_pod, Hazard, PodCheckError, PodReport};
 use crate::exit::Exit;
@@ -265,7 +265,7 @@ pub fn run(args: &PodCheckArgs) -> crate::error::Result<Exit> {
                 Exit::PodCheckFailed
             };
             tracing::debug!(error = %e, kind = e.kind(), "pod-check could not check");
-            let message = render_chain(&e);
+            let message = chain(&e);
             let human = format!(
                 "pod-check {subject}: cannot check the Pod, so it is NOT known to be clean: {message} (exit {})",
                 exit.code()
