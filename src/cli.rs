@@ -69,6 +69,16 @@ pub struct InspectArgs {
     /// Also compute the KV hash, revision and key count `etcdutl snapshot status` prints.
     #[arg(long, env = "AGENT_INSPECT_HASH")]
     pub hash: bool,
+    /// List what would make this etcd version (3.6, 3.7, 3.6.11, …) refuse or
+    /// panic on the directory; exit 16 when something blocks.
+    #[arg(long, value_name = "VERSION", value_parser = parse_etcd_version)]
+    pub upgrade_check: Option<crate::disk::upgrade::Target>,
+}
+
+/// Parses an etcd version for `--upgrade-check`/`--etcd-version`.
+fn parse_etcd_version(s: &str) -> Result<crate::disk::upgrade::Target, String> {
+    crate::disk::upgrade::Target::parse(s)
+        .ok_or_else(|| format!("{s:?} is not an etcd version (3.6, 3.7.3, v3.6.11)"))
 }
 
 /// This member's identity, with the same names the operator's restore agent uses.
@@ -183,6 +193,12 @@ pub struct PreflightArgs {
     /// Where to write the verdict for the sidecar [default: /run/etcd-agent/preflight.json when that directory exists].
     #[arg(long, env = "AGENT_VERDICT_FILE")]
     pub verdict_file: Option<PathBuf>,
+    /// The etcd version about to start (3.6.11, v3.7.3): preflight runs the
+    /// upgrade check for it and refuses what that etcd would refuse or panic on
+    /// (`refuse-version`, 16). Without it, `etcd --version` of the etcd in
+    /// `/usr/local/bin` (the etcd image) or on `PATH` is asked.
+    #[arg(long, env = "ETCD_VERSION", value_parser = parse_etcd_version)]
+    pub etcd_version: Option<crate::disk::upgrade::Target>,
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
     #[arg(long, env = "TERMINATION_LOG")]
     pub termination_log: Option<PathBuf>,

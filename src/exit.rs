@@ -28,6 +28,8 @@ pub enum Exit {
     PhaseUnknown,
     /// Refuse: etcd is running on this data dir.
     RefuseRunning,
+    /// Refuse: the etcd version about to start would refuse or panic on this data dir.
+    RefuseVersion,
     /// Wipe incomplete: entries remain.
     WipeIncomplete,
     /// Restore: the snapshot source is missing, unreadable or fails its hash.
@@ -48,7 +50,7 @@ pub enum Exit {
 
 impl Exit {
     /// Every variant, in code order.
-    pub const ALL: [Exit; 18] = [
+    pub const ALL: [Exit; 19] = [
         Exit::Ok,
         Exit::Internal,
         Exit::Usage,
@@ -59,6 +61,7 @@ impl Exit {
         Exit::RefusePartial,
         Exit::PhaseUnknown,
         Exit::RefuseRunning,
+        Exit::RefuseVersion,
         Exit::WipeIncomplete,
         Exit::RestoreSource,
         Exit::RestoreSpace,
@@ -82,6 +85,7 @@ impl Exit {
             Exit::RefusePartial => 13,
             Exit::PhaseUnknown => 14,
             Exit::RefuseRunning => 15,
+            Exit::RefuseVersion => 16,
             Exit::WipeIncomplete => 20,
             Exit::RestoreSource => 30,
             Exit::RestoreSpace => 31,
@@ -106,6 +110,9 @@ impl Exit {
             Exit::RefusePartial => "refuse: data dir partially initialized",
             Exit::PhaseUnknown => "refuse: cannot establish the cluster's phase",
             Exit::RefuseRunning => "refuse: etcd is running on this data dir",
+            Exit::RefuseVersion => {
+                "refuse: the etcd version about to start would refuse or panic on this data dir"
+            }
             Exit::WipeIncomplete => "wipe incomplete",
             Exit::RestoreSource => "restore: snapshot source missing, unreadable or hash mismatch",
             Exit::RestoreSpace => "restore: not enough free space",

@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::disk::ids::comparable_url;
 use crate::disk::ids::hex_id;
 use crate::disk::layout::DirState;
+use crate::disk::upgrade::UpgradeCheck;
 use crate::exit::Exit;
 
 /// The verdict names are part of the contract: operators and runbooks match them.
@@ -43,6 +44,8 @@ pub enum Verdict {
     PhaseUnknown,
     /// etcd is already running on this directory.
     RefuseRunning,
+    /// The etcd version about to start would refuse or panic on this directory.
+    RefuseVersion,
     /// The directory cannot be read.
     Unreadable,
 }
@@ -58,6 +61,7 @@ impl Verdict {
             Verdict::RefusePartial => Exit::RefusePartial,
             Verdict::PhaseUnknown => Exit::PhaseUnknown,
             Verdict::RefuseRunning => Exit::RefuseRunning,
+            Verdict::RefuseVersion => Exit::RefuseVersion,
             Verdict::Unreadable => Exit::Unreadable,
         }
     }
@@ -74,6 +78,7 @@ impl Verdict {
             Verdict::RefusePartial => "refuse-partial",
             Verdict::PhaseUnknown => "phase-unknown",
             Verdict::RefuseRunning => "refuse-running",
+            Verdict::RefuseVersion => "refuse-version",
             Verdict::Unreadable => "unreadable",
         }
     }
@@ -110,6 +115,10 @@ pub enum Row {
     /// started before (a first start that failed before its first entry).
     #[serde(rename = "5b")]
     StartEmptyLog,
+    /// 5c: initialized and its identity checks pass, but the etcd version
+    /// about to start would refuse or panic on it (the upgrade check blocks).
+    #[serde(rename = "5c")]
+    Version,
     /// 6: a source disagrees with the directory's member or cluster ID.
     #[serde(rename = "6")]
     Foreign,
@@ -168,7 +177,7 @@ pub enum Row {
 
 impl Row {
     /// Every row, in the order of the documented table.
-    pub const ALL: [Row; 23] = [
+    pub const ALL: [Row; 24] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -177,6 +186,7 @@ impl Row {
         Row::Start,
         Row::StartStaleRecord,
         Row::StartEmptyLog,
+        Row::Version,
         Row::Foreign,
         Row::ForeignIncarnation,
         Row::Removed,
@@ -205,6 +215,7 @@ impl Row {
             Row::Start => "5",
             Row::StartStaleRecord => "5a",
             Row::StartEmptyLog => "5b",
+            Row::Version => "5c",
             Row::Foreign => "6",
             Row::ForeignIncarnation => "6a",
             Row::Removed => "6b",
@@ -230,6 +241,7 @@ impl Row {
         match self {
             Row::Unreadable | Row::Layout => Verdict::Unreadable,
             Row::Running => Verdict::RefuseRunning,
+            Row::Version => Verdict::RefuseVersion,
             Row::Corrupt => Verdict::RefuseCorrupt,
             Row::Partial => Verdict::RefusePartial,
             Row::Start | Row::StartStaleRecord | Row::StartEmptyLog => Verdict::Start,
@@ -283,6 +295,8 @@ pub struct DirFacts {
     pub symlinked: Option<String>,
     /// Why the directory is partial, corrupt or unreadable.
     pub problem: Option<String>,
+    /// The upgrade check for the etcd version about to start, when it is known.
+    pub upgrade: Option<UpgradeCheck>,
 }
 
 /// The IDs etcd derives for a bootstrap member from its flags.
@@ -902,14 +916,46 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 stale.join("; ")
             ));
         }
-        decision(row, reason, "")
+        match i.dir.upgrade.as_ref().filter(|u| u.blocked) {
+            Some(u) => refuse_version(u, &reason),
+            None => decision(row, reason, ""),
+        }
     };
+    if let Some(u) = &i.dir.upgrade {
+        warnings.extend(
+            u.warnings()
+                .map(|f| format!("etcd {}: {} ({})", u.target, f.message, f.remedy)),
+        );
+    }
     if !warnings.is_empty() && d.verdict == Verdict::Start {
         d.reason
             .push_str(&format!(" (warning: {})", warnings.join("; ")));
     }
     d.warnings = warnings;
     d
+}
+
+/// Row 5c: the directory is this member's, but the etcd about to start would
+/// refuse or panic on it. The findings are the reason; their remedies the remedy.
+fn refuse_version(u: &UpgradeCheck, identity: &str) -> Decision {
+    let found: Vec<String> = u
+        .blockers()
+        .map(|f| format!("{} [{}; {}]", f.message, f.code, f.rule))
+        .collect();
+    let remedy: Vec<String> = u.blockers().map(|f| f.remedy.clone()).collect();
+    decision(
+        Row::Version,
+        format!(
+            "{identity}; but etcd {} would refuse or panic on it: {}",
+            u.target,
+            found.join("; ")
+        ),
+        &format!(
+            "do not start etcd {} on this directory yet (the data is intact): {}",
+            u.target,
+            remedy.join("; ")
+        ),
+    )
 }
 
 /// A WAL with no entry and no snapshot is, for what it holds, an empty
@@ -1521,6 +1567,57 @@ mod tests {
                 assert_eq!(verdict(&i), Verdict::PhaseUnknown, "{fault}");
             }
         }
+    }
+
+    fn blocked_check(blocks: bool) -> UpgradeCheck {
+        UpgradeCheck {
+            target: "3.7".into(),
+            dir_line: Some("3.5".into()),
+            blocked: blocks,
+            findings: vec![crate::disk::upgrade::Finding {
+                code: "v2-wal-raw",
+                blocks,
+                message: "raw v2 requests".into(),
+                rule: "apply.Apply",
+                remedy: "start it on 3.6 first".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn row_5c_refuses_a_version_that_would_panic_only_where_the_directory_is_this_members() {
+        let mut i = initialized(1, 9);
+        i.dir.upgrade = Some(blocked_check(true));
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseVersion, Row::Version),
+            "{d:?}"
+        );
+        assert_eq!(d.verdict.exit().code(), 16);
+        assert!(
+            d.reason.contains("v2-wal-raw") && d.remedy.contains("3.6 first"),
+            "{d:?}"
+        );
+        // Identity comes first: a foreign directory is foreign whatever etcd
+        // version would start on it.
+        let mut foreign = i.clone();
+        foreign.operator = op(true, Some(2), None);
+        assert_eq!(row(&foreign), Row::Foreign);
+        // An empty directory has nothing to upgrade.
+        let mut empty = inputs(DirState::Empty);
+        empty.me = seed_me();
+        empty.dir.upgrade = Some(blocked_check(true));
+        empty.allow_bootstrap_without_evidence = true;
+        assert_eq!(row(&empty), Row::AllowedWithoutEvidence);
+        // A finding etcd starts with is a warning, never a refusal.
+        i.dir.upgrade = Some(blocked_check(false));
+        let d = decide(&i);
+        assert_eq!((d.verdict, d.row), (Verdict::Start, Row::Start), "{d:?}");
+        assert!(
+            d.warnings.iter().any(|w| w.contains("raw v2 requests")),
+            "{d:?}"
+        );
     }
 
     fn row(i: &Inputs) -> Row {

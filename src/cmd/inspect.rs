@@ -1,4 +1,5 @@
-//! `inspect`: the offline report of a data directory (SPEC §2.1). Read-only.
+//! `inspect`: the offline report of a data directory (SPEC §2.1), and with
+//! `--upgrade-check VERSION` what would make that etcd refuse it. Read-only.
 
 use std::fmt::Write as _;
 
@@ -7,8 +8,10 @@ use crate::disk::ids::hex_id;
 use crate::disk::layout::DirState;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::disk::upgrade::{self, UpgradeCheck};
 use crate::exit::Exit;
 use crate::output;
+use serde::Serialize;
 
 /// Runs `inspect`.
 pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
@@ -28,8 +31,59 @@ pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
         running = report.running,
         "inspected data dir"
     );
-    output::emit(args.output.format, &summary(&report), &report)?;
-    Ok(exit_for(&report))
+    let check = args.upgrade_check.map(|t| upgrade::check(&report, t));
+    let mut text = summary(&report);
+    if let Some(c) = &check {
+        text.push_str(&upgrade_summary(c));
+    }
+    let doc = Doc {
+        inspection: &report,
+        upgrade_check: check.as_ref(),
+    };
+    output::emit(args.output.format, &text, &doc)?;
+    match exit_for(&report) {
+        Exit::Ok if check.as_ref().is_some_and(|c| c.blocked) => Ok(Exit::RefuseVersion),
+        exit => Ok(exit),
+    }
+}
+
+/// `inspect`'s JSON: the inspection, and the upgrade check when asked for.
+#[derive(Serialize)]
+struct Doc<'a> {
+    #[serde(flatten)]
+    inspection: &'a Inspection,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade_check: Option<&'a UpgradeCheck>,
+}
+
+/// The upgrade check's lines of the human summary.
+pub fn upgrade_summary(c: &UpgradeCheck) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  upgrade check for etcd {} (directory last written by {}): {}",
+        c.target,
+        c.dir_line.as_deref().unwrap_or("an unknown line"),
+        if c.blocked {
+            "BLOCKED"
+        } else if c.findings.is_empty() {
+            "nothing found"
+        } else {
+            "warnings only"
+        }
+    );
+    for f in &c.findings {
+        let _ = writeln!(
+            s,
+            "    {} {}: {}\n      rule: {}\n      remedy: {}",
+            if f.blocks { "BLOCKS" } else { "warning" },
+            f.code,
+            f.message,
+            f.rule,
+            f.remedy
+        );
+    }
+    s
 }
 
 /// The exit code of an inspection: 0 empty or initialized; 12 corrupt; 13 partial; 3 unreadable.

@@ -18,6 +18,7 @@ use crate::disk::ids;
 use crate::disk::ids::hex_id;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::disk::upgrade::{self, Target, UpgradeCheck};
 use crate::disk::wal;
 use crate::error::Error;
 use crate::evidence::{self, etcd as live_src, kube as kube_src, Source};
@@ -49,6 +50,53 @@ pub struct Config {
     /// How the directory's locks are probed: `Probe::Ofd` before etcd starts
     /// (see `Probe::Ofd`); `restore`, which writes, asks for `Probe::Thorough`.
     locks: Probe,
+    /// The etcd version about to start, as given (`--etcd-version`); `None`
+    /// asks the etcd binary (see [`etcd_about_to_start`]).
+    etcd_version: Option<Target>,
+    /// Whether the etcd binary is asked when no version is given (preflight
+    /// yes; restore, which checks a directory it wrote itself, no).
+    probe_etcd_version: bool,
+}
+
+/// Where preflight looks for the etcd about to start when no version is given:
+/// the etcd image's binary, then `PATH`.
+const ETCD_BINARIES: [&str; 2] = ["/usr/local/bin/etcd", "etcd"];
+/// Bound on `etcd --version`.
+const ETCD_VERSION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The version of the etcd about to start: `--etcd-version`, else what
+/// `etcd --version` prints ("etcd Version: 3.6.11") for the first binary of
+/// [`ETCD_BINARIES`] that answers within [`ETCD_VERSION_TIMEOUT`]. `None` (and
+/// why) when neither says.
+fn etcd_about_to_start(cfg: &Config, budget: Duration) -> Result<(Target, &'static str), String> {
+    if let Some(t) = cfg.etcd_version {
+        return Ok((t, "--etcd-version"));
+    }
+    if !cfg.probe_etcd_version {
+        return Err("not asked".into());
+    }
+    let mut tried = Vec::new();
+    for bin in ETCD_BINARIES {
+        let ran = crate::child::run(
+            std::process::Command::new(bin).arg("--version"),
+            ETCD_VERSION_TIMEOUT.min(budget),
+        );
+        match ran {
+            Ok(r) => {
+                let out = String::from_utf8_lossy(&r.stdout);
+                let v = out
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("etcd Version:"))
+                    .and_then(Target::parse);
+                match v {
+                    Some(t) => return Ok((t, bin)),
+                    None => tried.push(format!("{bin}: no \"etcd Version:\" line")),
+                }
+            }
+            Err(e) => tried.push(format!("{bin}: {e}")),
+        }
+    }
+    Err(tried.join("; "))
 }
 
 fn usage(msg: impl Into<String>) -> Error {
@@ -77,12 +125,15 @@ impl Config {
 
     /// Validates `preflight`'s arguments.
     pub fn from_args(a: &PreflightArgs) -> crate::error::Result<Config> {
-        Config::new(
+        let mut cfg = Config::new(
             &a.dirs,
             &a.evidence,
             a.verdict_file.clone(),
             a.termination_log.clone(),
-        )
+        )?;
+        cfg.etcd_version = a.etcd_version;
+        cfg.probe_etcd_version = true;
+        Ok(cfg)
     }
 
     /// Validates the evidence arguments shared with other commands (`restore`).
@@ -210,6 +261,8 @@ impl Config {
             verdict_file,
             termination_log,
             locks: Probe::Ofd,
+            etcd_version: None,
+            probe_etcd_version: false,
         })
     }
 
@@ -257,6 +310,9 @@ pub struct PreflightReport {
     pub evidence: Vec<EvidenceEntry>,
     /// The inspect document of the data dir.
     pub data_dir: Inspection,
+    /// The upgrade check for the etcd about to start (absent when its version
+    /// is unknown or the directory is not initialized).
+    pub upgrade_check: Option<UpgradeCheck>,
     /// Wall time of the whole decision.
     pub elapsed_ms: u64,
     /// When the verdict was reached (seconds since the epoch).
@@ -402,7 +458,25 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
     };
 
+    // The upgrade check, for an initialized directory nothing else refuses yet.
+    let upgrade_check = if dir.state == crate::disk::layout::DirState::Initialized && !dir.running {
+        let budget = deadline.saturating_duration_since(Instant::now());
+        match etcd_about_to_start(cfg, budget) {
+            Ok((target, from)) => {
+                let check = upgrade::check(&dir, target);
+                tracing::info!(target = %target, from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
+                Some(check)
+            }
+            Err(why) => {
+                tracing::info!(why = %why, "the etcd version about to start is unknown (set ETCD_VERSION): no upgrade check");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let dir_facts = DirFacts {
+        upgrade: upgrade_check.clone(),
         state: Some(dir.state),
         running: dir.running,
         member_id: dir.member_id,
@@ -491,6 +565,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             "seed_shape": cfg.me.self_only_initial_cluster,
         }),
         evidence: vec![dir_entry, live_entry, kube_entry, env_entry],
+        upgrade_check,
         data_dir: dir,
         elapsed_ms: started.elapsed().as_millis() as u64,
         decided_at_unix: std::time::SystemTime::now()
@@ -759,6 +834,7 @@ mod tests {
             member: serde_json::Value::Null,
             evidence: vec![],
             data_dir: dir,
+            upgrade_check: None,
             elapsed_ms: 0,
             decided_at_unix: 0,
             pod_uid: None,

@@ -469,6 +469,7 @@ fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gat
         | Verdict::RefuseCorrupt
         | Verdict::RefusePartial
         | Verdict::RefuseRunning
+        | Verdict::RefuseVersion
         | Verdict::Unreadable) => Gate::Refuse(v.exit(), v.name()),
     }
 }

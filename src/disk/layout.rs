@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::bbolt::{detect_storage_version, semver_minor, Backend, Db, KvHash};
 use super::lock::{held_locks, HeldLock, Probe};
 use super::snap::{list_snaps, read_snap, SnapFile};
+use super::v2req::V2Replay;
 use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
 use crate::disk::ids::serde_hex;
 
@@ -212,6 +213,19 @@ pub struct Inspection {
     /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
     /// WAL when it starts on a wiped directory).
     pub empty_log: bool,
+    /// The v2 requests etcd replays from the WAL when it starts (after the start
+    /// snapshot): what 3.6 and 3.7 refuse (see [`super::v2req`]).
+    pub v2_replay: Option<V2Replay>,
+    /// The cluster version (`/0/version`) in the `.snap` etcd loads.
+    pub snap_cluster_version: Option<String>,
+    /// Top-level v2 store nodes with custom content in the `.snap` etcd loads
+    /// (3.6 refuses them).
+    pub v2_custom: Vec<String>,
+    /// Members whose learner flag in the backend's `members` bucket disagrees
+    /// with the membership of the `.snap` and the WAL after it (etcd 3.5.1–3.5.19
+    /// never persisted a learner's promotion to the backend, etcd #19557).
+    #[serde(with = "serde_hex::vec")]
+    pub learner_flag_stale: Vec<u64>,
     /// A symlink inside the data dir where etcd expects a directory
     /// (`member/wal`, `member/snap`): not followed, so not read — a
     /// configuration matter (`--wal-dir`), not damage.
@@ -249,6 +263,10 @@ impl Inspection {
             removed_ids: Vec::new(),
             added_with_peer_urls: None,
             empty_log: false,
+            v2_replay: None,
+            v2_custom: Vec::new(),
+            snap_cluster_version: None,
+            learner_flag_stale: Vec::new(),
             symlinked: None,
             running: false,
             locks: Vec::new(),
@@ -778,8 +796,49 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     r.empty_log = wal.last_index == 0
         && wal.snapshots.iter().all(|s| s.index == 0)
         && r.snapshot.is_none_or(|s| s.index == 0);
+    r.v2_replay = Some(wal.v2.replay(r.snapshot.map_or(0, |s| s.index), commit));
+    r.v2_custom = snap_file
+        .as_ref()
+        .map(|f| f.v2_custom.clone())
+        .unwrap_or_default();
+    r.snap_cluster_version = snap_file.as_ref().and_then(|f| f.cluster_version.clone());
+    if let (Some(f), Some(b)) = (snap_file.as_ref(), backend.as_ref()) {
+        r.learner_flag_stale = stale_learner_flags(&wal, f, b);
+    }
     r.backend = backend;
     r
+}
+
+/// The members whose backend learner flag disagrees with the v2 membership: the
+/// `.snap`'s learners, then the WAL's membership changes after it (a learner
+/// added, a learner promoted by `AddNode`, a member removed). Only members both
+/// sides know are compared.
+fn stale_learner_flags(wal: &wal::Wal, snap: &SnapFile, backend: &Backend) -> Vec<u64> {
+    let mut learner: std::collections::BTreeMap<u64, bool> = snap
+        .members
+        .iter()
+        .map(|m| (m.id, m.is_learner || snap.learners.contains(&m.id)))
+        .collect();
+    for cc in wal.conf_changes.iter().filter(|c| c.index > snap.index) {
+        match cc.kind {
+            ConfChangeKind::AddLearnerNode => {
+                learner.insert(cc.node_id, true);
+            }
+            ConfChangeKind::AddNode => {
+                learner.insert(cc.node_id, false);
+            }
+            ConfChangeKind::RemoveNode => {
+                learner.remove(&cc.node_id);
+            }
+            ConfChangeKind::UpdateNode | ConfChangeKind::Other(_) => {}
+        }
+    }
+    backend
+        .members
+        .iter()
+        .filter(|m| learner.get(&m.id).is_some_and(|&l| l != m.is_learner))
+        .map(|m| m.id)
+        .collect()
 }
 
 /// etcd opens the backend before its bootstrap and join checks, so a first

@@ -14,4 +14,6 @@ pub mod lock;
 pub mod pb;
 pub mod reader;
 pub mod snap;
+pub mod upgrade;
+pub mod v2req;
 pub mod wal;

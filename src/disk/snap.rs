@@ -72,6 +72,9 @@ pub struct SnapFile {
     pub removed: Vec<u64>,
     /// `/0/version`, the cluster version, when set.
     pub cluster_version: Option<String>,
+    /// Top-level v2 store nodes holding custom content (v2 API data), which
+    /// etcd 3.6 refuses to load (see [`custom_content`]).
+    pub v2_custom: Vec<String>,
 }
 
 /// A failure to list or read `.snap` files.
@@ -317,7 +320,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
         });
     }
 
-    let (members, removed, cluster_version) = membership(path, store)?;
+    let (members, removed, cluster_version, v2_custom) = membership(path, store)?;
     Ok(SnapFile {
         path: p(),
         term,
@@ -327,6 +330,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
         members,
         removed,
         cluster_version,
+        v2_custom,
     })
 }
 
@@ -374,6 +378,44 @@ struct RootNode {
 struct RootChildren {
     #[serde(rename = "0")]
     zero: Option<Node>,
+    /// The other top-level nodes (`/1` the v2 keys, `/2` v2 auth), two levels deep.
+    #[serde(flatten)]
+    others: BTreeMap<String, Shallow>,
+}
+
+/// A node read two levels deep: only whether it and its children have children.
+#[derive(Deserialize)]
+struct Shallow {
+    #[serde(rename = "Children", default)]
+    children: Option<BTreeMap<String, Shallower>>,
+}
+
+#[derive(Deserialize)]
+struct Shallower {
+    #[serde(rename = "Children", default)]
+    children: Option<BTreeMap<String, serde::de::IgnoredAny>>,
+}
+
+/// The top-level v2 store nodes that etcd 3.6 calls custom content
+/// (`membership.IsMetaStoreOnly`): any node but `/0` with children, except `/2`
+/// (v2 auth), which counts only when one of its children has children (an
+/// emptied auth store keeps `/2/enabled`, `/2/users`, `/2/roles`).
+fn custom_content(others: &BTreeMap<String, Shallow>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, node) in others {
+        let children = node.children.as_ref().filter(|c| !c.is_empty());
+        let custom = match (key.as_str(), children) {
+            (_, None) => false,
+            ("2", Some(c)) => c
+                .values()
+                .any(|n| n.children.as_ref().is_some_and(|g| !g.is_empty())),
+            (_, Some(_)) => true,
+        };
+        if custom {
+            out.push(format!("/{key}"));
+        }
+    }
+    out
 }
 
 /// A v2 store node: a value, or children keyed by base name (`null` for a leaf).
@@ -409,7 +451,7 @@ struct Attributes {
     client_urls: Option<Vec<String>>,
 }
 
-type Membership = (Vec<SnapMember>, Vec<u64>, Option<String>);
+type Membership = (Vec<SnapMember>, Vec<u64>, Option<String>, Vec<String>);
 
 fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
     let json = |what| {
@@ -420,8 +462,12 @@ fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
         }
     };
     let store: Store = serde_json::from_slice(store).map_err(json("v2 store"))?;
-    let Some(zero) = store.root.and_then(|r| r.children).and_then(|c| c.zero) else {
-        return Ok((Vec::new(), Vec::new(), None));
+    let Some(children) = store.root.and_then(|r| r.children) else {
+        return Ok((Vec::new(), Vec::new(), None, Vec::new()));
+    };
+    let custom = custom_content(&children.others);
+    let Some(zero) = children.zero else {
+        return Ok((Vec::new(), Vec::new(), None, custom));
     };
     let id_of = |key: &str| {
         u64::from_str_radix(key, 16).map_err(|_| SnapError::BadMemberKey {
@@ -464,12 +510,29 @@ fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
         .child("version")
         .and_then(|n| n.value.clone())
         .filter(|v| !v.is_empty());
-    Ok((members, removed, version))
+    Ok((members, removed, version, custom))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn custom_v2_content_is_what_etcd_3_6_calls_custom() {
+        let parse = |json: &str| -> Vec<String> {
+            let c: RootChildren = serde_json::from_str(json).expect("json");
+            custom_content(&c.others)
+        };
+        // An emptied v2 auth store and an emptied keyspace are not custom.
+        assert!(parse(r#"{"0":{"Children":{}},"1":{"Children":{}},"2":{"Children":{"enabled":{"Value":"false","Children":null},"users":{"Children":{}},"roles":{"Children":{}}}}}"#).is_empty());
+        // A leaf at the top is not either (etcd counts children only).
+        assert!(parse(r#"{"3":{"Value":"x","Children":null}}"#).is_empty());
+        assert_eq!(parse(r#"{"1":{"Children":{"k":{"Value":"v"}}}}"#), ["/1"]);
+        assert_eq!(
+            parse(r#"{"2":{"Children":{"users":{"Children":{"root":{"Value":"{}"}}}}}}"#),
+            ["/2"]
+        );
+    }
     use crate::disk::wal::tests::{conf_state, put_bytes, put_u64};
     use proptest::prelude::*;
 
@@ -547,6 +610,7 @@ mod tests {
         assert_eq!(s.learners, vec![10]);
         assert_eq!(s.removed, vec![0xff]);
         assert_eq!(s.cluster_version.as_deref(), Some("3.5.0"));
+        assert_eq!(s.v2_custom, ["/1"], "the key under /1 is v2 content");
         assert_eq!(
             s.members,
             vec![

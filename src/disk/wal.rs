@@ -32,6 +32,7 @@ use serde::Serialize;
 
 use crate::disk::pb::{self, PbError, Value};
 use crate::disk::reader::{IoError, PosReader};
+use crate::disk::v2req::V2Log;
 
 /// Records this long or longer are refused (etcd 3.4/3.5 `maxWALEntrySizeLimit`,
 /// compared with the record length plus padding).
@@ -53,6 +54,8 @@ const CRC_TYPE: i64 = 4;
 const SNAPSHOT_TYPE: i64 = 5;
 /// `raftpb.EntryType` of a (v1) `ConfChange` entry.
 const ENTRY_CONF_CHANGE: u64 = 1;
+/// `raftpb.EntryType` of a normal entry (also what an absent `Type` means).
+const ENTRY_NORMAL: u64 = 0;
 
 /// One `*.wal` file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -237,6 +240,8 @@ pub struct Wal {
     pub torn_tail: Option<TornTail>,
     /// Segment index and byte offset of the end of the last verified record.
     pub valid_end: (usize, u64),
+    /// The v2 requests still in the log (the newest of each kind).
+    pub v2: V2Log,
 }
 
 /// What is wrong with a corrupt record or log.
@@ -602,6 +607,7 @@ pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
         records: st.records,
         torn_tail,
         valid_end,
+        v2: st.v2,
     })
 }
 
@@ -749,6 +755,7 @@ struct State {
     last_term: u64,
     snapshots: Vec<WalSnapshotRef>,
     conf_changes: Vec<ConfChangeRec>,
+    v2: V2Log,
 }
 
 impl State {
@@ -827,6 +834,9 @@ impl State {
             rec.index = index;
             rec.term = term;
             self.conf_changes.push(rec);
+        }
+        if etype == ENTRY_NORMAL {
+            self.v2.entry(index, term, payload);
         }
         Ok(())
     }

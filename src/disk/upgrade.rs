@@ -1,0 +1,444 @@
+//! The offline upgrade check (SPEC §2.1 `--upgrade-check`, §2.2 `refuse-version`):
+//! what would make a given etcd version refuse or panic on a directory, read from
+//! what [`super::layout::inspect`] found. Only what etcd itself refuses blocks; a
+//! finding etcd starts with is a warning.
+//!
+//! Each rule names the etcd code behind it (read at v3.6.16 and v3.7.3):
+//!
+//! | finding | etcd about to start | what etcd does |
+//! |---|---|---|
+//! | `v2-wal-disallowed` | 3.6 | `v2ToV3Request` panics "detected disallowed v2 WAL" on a replayed v2 request other than a member-attributes or cluster-version `PUT` |
+//! | `v2-wal-raw` | 3.7+ | `apply.Apply` panics "unmarshal should never fail" on any replayed raw v2 request |
+//! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store") |
+//! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
+//! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" |
+//! | `v2-wal-uncommitted` | 3.6+ | warning: such requests above the commit are replayed only if the cluster commits them |
+//! | `skipped-minor` | any | warning: etcd upgrades one minor at a time; peers of the old line are refused by the new one |
+//! | `learner-flag-stale` | 3.6+ | warning: 3.6 rewrites the backend's flag from the v2 store; 3.7 reads only the backend |
+
+use serde::Serialize;
+
+use super::bbolt::semver_minor;
+use super::layout::{DirState, Inspection};
+
+/// The etcd version a check is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Target {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+    /// Patch version, when given.
+    pub patch: Option<u32>,
+}
+
+impl Target {
+    /// Parses `3.6`, `3.6.11`, `v3.6.11` or `3.6.11-rc.0`.
+    pub fn parse(s: &str) -> Option<Target> {
+        let s = s.trim();
+        let s = s.strip_prefix('v').unwrap_or(s);
+        let core = s.split(['-', '+']).next()?;
+        let mut it = core.split('.');
+        let num = |p: Option<&str>| -> Option<u32> {
+            let p = p?;
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 6 {
+                return None;
+            }
+            p.parse().ok()
+        };
+        let major = num(it.next())?;
+        let minor = num(it.next())?;
+        let patch = match it.next() {
+            None => None,
+            p => Some(num(p)?),
+        };
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Target {
+            major,
+            minor,
+            patch,
+        })
+    }
+
+    fn line(self) -> (u32, u32) {
+        (self.major, self.minor)
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.patch {
+            Some(p) => write!(f, "{}.{}.{p}", self.major, self.minor),
+            None => write!(f, "{}.{}", self.major, self.minor),
+        }
+    }
+}
+
+/// One thing the check found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// A stable name (see the module's table).
+    pub code: &'static str,
+    /// etcd would refuse or panic: the start is refused.
+    pub blocks: bool,
+    /// What was found.
+    pub message: String,
+    /// The etcd rule or issue behind it.
+    pub rule: &'static str,
+    /// What to do.
+    pub remedy: String,
+}
+
+/// The result of the check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpgradeCheck {
+    /// The etcd version checked for.
+    pub target: String,
+    /// The etcd line that last wrote the directory, as far as the files tell
+    /// (storage version, else cluster version).
+    pub dir_line: Option<String>,
+    /// Some finding blocks.
+    pub blocked: bool,
+    /// Everything found, blocking ones first.
+    pub findings: Vec<Finding>,
+}
+
+impl UpgradeCheck {
+    /// The blocking findings.
+    pub fn blockers(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.blocks)
+    }
+
+    /// The warnings.
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| !f.blocks)
+    }
+}
+
+fn line_of(v: &str) -> Option<(u32, u32)> {
+    semver_minor(v)
+}
+
+fn fmt_line((a, b): (u32, u32)) -> String {
+    format!("{a}.{b}")
+}
+
+/// The newest cluster version the directory records (backend or `.snap`), as
+/// etcd reads it at start.
+fn cluster_line(r: &Inspection) -> Option<(u32, u32)> {
+    let backend = r
+        .backend
+        .as_ref()
+        .and_then(|b| b.cluster_version.as_deref())
+        .and_then(line_of);
+    backend.max(r.snap_cluster_version.as_deref().and_then(line_of))
+}
+
+/// Runs the check for `target` on an inspected directory. An empty directory,
+/// or one not initialized, has nothing to check (its state decides).
+pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
+    let storage = r
+        .backend
+        .as_ref()
+        .and_then(|b| b.storage_version.as_deref())
+        .and_then(line_of);
+    let cluster = cluster_line(r);
+    let dir_line = storage.or(cluster);
+    let mut out = UpgradeCheck {
+        target: target.to_string(),
+        dir_line: dir_line.map(fmt_line),
+        blocked: false,
+        findings: Vec::new(),
+    };
+    if r.state != DirState::Initialized {
+        return out;
+    }
+    let t = target.line();
+    let f = &mut out.findings;
+    let snap_index = r.snapshot.map_or(0, |s| s.index);
+    let dir = r.paths.data_dir.display();
+
+    if let Some(v2) = &r.v2_replay {
+        let examples = |only_raw: bool, only_disallowed: bool| -> String {
+            let list: Vec<String> = v2
+                .examples
+                .iter()
+                .filter(|e| (!only_raw || e.raw) && (!only_disallowed || !e.allowed_by_3_6))
+                .take(3)
+                .map(|e| format!("{} {} at index {}", e.method, e.path, e.index))
+                .collect();
+            list.join(", ")
+        };
+        let at_least = if v2.bounded { "at least " } else { "" };
+        if t == (3, 6) && v2.disallowed > 0 {
+            f.push(Finding {
+                code: "v2-wal-disallowed",
+                blocks: true,
+                message: format!(
+                    "the WAL holds {at_least}{} v2 request(s) after the start snapshot (index {snap_index}) that etcd {target} cannot convert and panics on (\"detected disallowed v2 WAL\"): {}",
+                    v2.disallowed,
+                    examples(false, true)
+                ),
+                rule: "etcd 3.6 etcdserver/apply_v2.go v2ToV3Request; etcd #20809, #20870",
+                remedy: format!(
+                    "keep this member on 3.5 (3.5.20 or newer): remove the v2 data with the v2 API (--enable-v2), then let it take a snapshot past these entries (a lower --snapshot-count for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade"
+                ),
+            });
+        }
+        if t >= (3, 7) && v2.raw > 0 {
+            f.push(Finding {
+                code: "v2-wal-raw",
+                blocks: true,
+                message: format!(
+                    "the WAL holds {at_least}{} raw v2 request(s) after the start snapshot (index {snap_index}); etcd {target} decodes every replayed entry as a v3 request and panics on them (\"unmarshal should never fail\"): {}",
+                    v2.raw,
+                    examples(true, false)
+                ),
+                rule: "etcd 3.7 etcdserver/apply/apply.go Apply (pbutil.MustUnmarshalMessage)",
+                remedy: format!(
+                    "start this member on 3.6 (3.6.11 or newer) until it has a snapshot past the last 3.5-era entry (every 10000 entries with 3.6's default --snapshot-count; a lower value for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade to {target}"
+                ),
+            });
+        }
+        let uncommitted_matters = t >= (3, 6) && v2.uncommitted > 0;
+        if uncommitted_matters {
+            f.push(Finding {
+                code: "v2-wal-uncommitted",
+                blocks: false,
+                message: format!(
+                    "the WAL holds {} v2 request(s) above the commit index; etcd {target} would panic on them if the cluster commits them rather than overwriting them",
+                    v2.uncommitted
+                ),
+                rule: "etcd 3.6 v2ToV3Request / 3.7 apply.Apply, for entries committed after the start",
+                remedy: "upgrade once this member has a snapshot past them".into(),
+            });
+        }
+    }
+
+    if t == (3, 6) && !r.v2_custom.is_empty() {
+        f.push(Finding {
+            code: "v2-store-custom",
+            blocks: true,
+            message: format!(
+                "the snapshot etcd {target} loads (index {snap_index}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\")",
+                r.v2_custom.join(", ")
+            ),
+            rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351",
+            remedy: "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6 once with --v2-deprecation=write-only-drop-data (drops the v2 data), then upgrade".into(),
+        });
+    }
+
+    if t >= (3, 6) {
+        if let Some(s) = storage.filter(|s| s.0 == t.0 && s.1 > t.1) {
+            f.push(Finding {
+                code: "storage-version-newer",
+                blocks: true,
+                message: format!(
+                    "the backend's storage version is {}, newer than etcd {target} knows; it refuses to start (\"version {}.0 is not supported\")",
+                    fmt_line(s),
+                    fmt_line(s)
+                ),
+                rule: "etcd storage/schema/schema.go Validate (no migration plan to an older schema)",
+                remedy: format!(
+                    "start the newer etcd ({}) on it; to downgrade, run `etcdctl downgrade enable {}` on the running cluster first (its members migrate their storage), or with the member stopped `etcdutl migrate --data-dir {dir} --target-version {}` with the {} etcdutl",
+                    fmt_line(s),
+                    fmt_line(t),
+                    fmt_line(t),
+                    fmt_line(s)
+                ),
+            });
+        }
+    }
+    if let Some(c) = cluster.filter(|c| c.0 == t.0 && c.1 > t.1) {
+        f.push(Finding {
+            code: "cluster-version-newer",
+            blocks: true,
+            message: format!(
+                "the directory records cluster version {}, newer than etcd {target}; etcd panics (\"invalid downgrade; server version is lower than determined cluster version\")",
+                fmt_line(c)
+            ),
+            rule: "etcd etcdserver/version/downgrade.go MustDetectDowngrade",
+            remedy: format!(
+                "start etcd {} or newer on it; a downgrade needs `etcdctl downgrade enable {}` on the running cluster before members are restarted on {}",
+                fmt_line(c),
+                fmt_line(t),
+                fmt_line(t)
+            ),
+        });
+    }
+    if let Some(d) = dir_line.filter(|d| d.0 == t.0 && d.1 + 1 < t.1) {
+        f.push(Finding {
+            code: "skipped-minor",
+            blocks: false,
+            message: format!(
+                "the directory was last written by etcd {}; {target} skips a minor version: etcd upgrades one minor at a time, and {target} members refuse peers older than {}.{}",
+                fmt_line(d),
+                t.0,
+                t.1 - 1
+            ),
+            rule: "etcd upgrade guides (one minor at a time); membership version checks",
+            remedy: format!(
+                "upgrade through {}.{} first (3.5.20+ before 3.6, 3.6.11+ before 3.7)",
+                t.0,
+                t.1 - 1
+            ),
+        });
+    }
+    if t >= (3, 6) && !r.learner_flag_stale.is_empty() {
+        let ids: Vec<String> = r
+            .learner_flag_stale
+            .iter()
+            .map(|&id| super::ids::hex_id(id))
+            .collect();
+        let (what, remedy) = if t == (3, 6) {
+            (
+                "etcd 3.6 rewrites it from the v2 store when it starts",
+                "none needed for 3.6; do not go to 3.7 before 3.6 ran on this directory",
+            )
+        } else {
+            (
+                "etcd 3.7 reads membership only from the backend and would see the wrong role",
+                "start this member on 3.6 first (it repairs the flag), then upgrade",
+            )
+        };
+        f.push(Finding {
+            code: "learner-flag-stale",
+            blocks: false,
+            message: format!(
+                "the backend's learner flag of member(s) {} disagrees with the WAL and .snap (etcd 3.5.1–3.5.19 never persisted a promotion there); {what}",
+                ids.join(", ")
+            ),
+            rule: "etcd #19557, #20793",
+            remedy: remedy.into(),
+        });
+    }
+    f.sort_by_key(|f| !f.blocks);
+    out.blocked = out.findings.iter().any(|f| f.blocks);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::disk::layout::{unanswered, Paths};
+    use crate::disk::v2req::{V2Replay, V2Request};
+
+    fn initialized() -> Inspection {
+        let mut r = unanswered(
+            &Paths::new(std::path::Path::new("/d"), None),
+            Default::default(),
+        );
+        r.state = DirState::Initialized;
+        r.problem = None;
+        r
+    }
+
+    fn t(s: &str) -> Target {
+        Target::parse(s).expect("a version")
+    }
+
+    fn codes(c: &UpgradeCheck) -> Vec<(&'static str, bool)> {
+        c.findings.iter().map(|f| (f.code, f.blocks)).collect()
+    }
+
+    fn v2(allowed: bool, raw: bool) -> V2Request {
+        V2Request {
+            index: 7,
+            term: 2,
+            method: "PUT".into(),
+            path: if allowed {
+                "/0/version".into()
+            } else {
+                "/1/k".into()
+            },
+            raw,
+            allowed_by_3_6: allowed,
+        }
+    }
+
+    #[test]
+    fn each_rule_blocks_only_the_versions_etcd_itself_refuses() {
+        let clean = initialized();
+        for v in ["3.4", "3.5", "3.6", "3.7", "3.8"] {
+            assert!(check(&clean, t(v)).findings.is_empty(), "{v}");
+        }
+        // What 3.5 writes itself: 3.6 converts it, 3.7 panics.
+        let mut r = initialized();
+        r.v2_replay = Some(V2Replay {
+            converted: 2,
+            raw: 2,
+            examples: vec![v2(true, true)],
+            ..V2Replay::default()
+        });
+        assert!(check(&r, t("3.5.35")).findings.is_empty());
+        assert!(check(&r, t("3.6.11")).findings.is_empty());
+        assert_eq!(codes(&check(&r, t("3.7.3"))), [("v2-wal-raw", true)]);
+        // v2 API data: 3.6 panics too.
+        r.v2_replay = Some(V2Replay {
+            disallowed: 1,
+            raw: 1,
+            examples: vec![v2(false, true)],
+            ..V2Replay::default()
+        });
+        assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-disallowed", true)]);
+        // Above the commit: a warning.
+        r.v2_replay = Some(V2Replay {
+            uncommitted: 1,
+            ..V2Replay::default()
+        });
+        assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-uncommitted", false)]);
+        // Custom v2 content in the .snap: 3.6 only (3.7 does not load it).
+        let mut r = initialized();
+        r.v2_custom = vec!["/1".into()];
+        assert_eq!(codes(&check(&r, t("3.6"))), [("v2-store-custom", true)]);
+        assert!(check(&r, t("3.7")).findings.is_empty());
+        assert!(check(&r, t("3.5")).findings.is_empty());
+        // A newer cluster version: every line refuses; an older one is an
+        // upgrade, a warning only when it skips a minor.
+        let mut r = initialized();
+        r.snap_cluster_version = Some("3.6.0".into());
+        assert_eq!(
+            codes(&check(&r, t("3.5.35"))),
+            [("cluster-version-newer", true)]
+        );
+        assert!(check(&r, t("3.6")).findings.is_empty());
+        assert!(check(&r, t("3.7")).findings.is_empty());
+        r.snap_cluster_version = Some("3.4.0".into());
+        assert_eq!(codes(&check(&r, t("3.6"))), [("skipped-minor", false)]);
+        // Not initialized: nothing to check.
+        let mut empty = initialized();
+        empty.state = DirState::Empty;
+        empty.v2_custom = vec!["/1".into()];
+        assert!(!check(&empty, t("3.6")).blocked);
+        // A stale learner flag: a warning on 3.6 and 3.7.
+        let mut r = initialized();
+        r.learner_flag_stale = vec![0xa];
+        assert_eq!(codes(&check(&r, t("3.7"))), [("learner-flag-stale", false)]);
+        assert!(check(&r, t("3.5")).findings.is_empty());
+    }
+
+    #[test]
+    fn targets_parse_as_etcd_prints_them() {
+        let t = Target::parse("v3.6.11").expect("a version");
+        assert_eq!((t.major, t.minor, t.patch), (3, 6, Some(11)));
+        assert_eq!(
+            Target::parse("3.7").map(|t| t.to_string()).as_deref(),
+            Some("3.7")
+        );
+        assert_eq!(Target::parse("3.6.0-rc.1").map(|t| t.patch), Some(Some(0)));
+        for bad in [
+            "",
+            "3",
+            "3.x",
+            "3.6.1.2",
+            "three.six",
+            "3..6",
+            "3.6.99999999",
+        ] {
+            assert_eq!(Target::parse(bad), None, "{bad}");
+        }
+    }
+}

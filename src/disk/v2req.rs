@@ -1,0 +1,326 @@
+//! v2 requests in the WAL: which normal entries etcd 3.6 and 3.7 cannot replay.
+//!
+//! Up to 3.5 etcd proposed some requests in the v2 format (`etcdserverpb.Request`,
+//! raw, not wrapped in an `InternalRaftRequest`): every v2 API write, and the
+//! member attributes and the cluster version it publishes itself. On start etcd
+//! replays every committed entry after the snapshot it loads, applied or not, and:
+//!
+//! * **3.6** (`etcdserver/apply_v2.go`, `v2ToV3Request`) converts a v2 request
+//!   only when it is a `PUT` of a member's attributes (the path matches
+//!   `/0/members/<hex>/attributes`, unanchored as etcd matches it) or of the
+//!   cluster version (`/0/version`); any other one panics "detected disallowed v2
+//!   WAL for stage --v2-deprecation=write-only". That holds for a v2 request
+//!   wrapped in `InternalRaftRequest.v2` (field 2) too.
+//! * **3.7** (`etcdserver/apply/apply.go`) decodes every replayed entry as an
+//!   `InternalRaftRequest` and panics "unmarshal should never fail" on a raw v2
+//!   request, whatever it holds. A wrapped one decodes (field 2 is reserved, so
+//!   unknown) and is not applied.
+//!
+//! How a raw v2 request is told from an `InternalRaftRequest`: etcd tries the
+//! latter first (`pbutil.MaybeUnmarshal`). A v2 request's field 2 is its method,
+//! an upper-case word (`PUT`, `GET`, `POST`, `DELETE`, `QGET`, `SYNC`, `HEAD`);
+//! read as the `InternalRaftRequest.v2` message those bytes never decode (each
+//! method's first bytes are an invalid wire type or a wrong one for the field
+//! they name), so etcd falls back to the v2 format. Here: field 2 holding such a
+//! word is a raw v2 request; field 2 holding a message whose own field 2 is such a
+//! word is a wrapped one; anything else is a v3 request and ignored.
+//!
+//! Memory is bounded: only the newest [`KEEP`] requests of each kind are kept
+//! (the check needs those after the start snapshot and at or below the commit,
+//! which are the newest ones; an overwritten suffix drops its requests as raft
+//! truncates the log).
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use crate::disk::pb::{self, Value};
+
+/// Requests kept per kind.
+pub const KEEP: usize = 256;
+/// Bytes of a path kept for the report.
+const PATH_BYTES: usize = 160;
+
+/// One v2 request found in the WAL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct V2Request {
+    /// Raft index of its entry.
+    pub index: u64,
+    /// Raft term of its entry.
+    pub term: u64,
+    /// The HTTP method (`PUT`, `DELETE`, …).
+    pub method: String,
+    /// The v2 store path (cut at 160 bytes).
+    pub path: String,
+    /// Raw (`etcdserverpb.Request`), as opposed to wrapped in an `InternalRaftRequest`.
+    pub raw: bool,
+    /// etcd 3.6 converts it (a `PUT` of member attributes or of the cluster version).
+    pub allowed_by_3_6: bool,
+}
+
+/// The v2 requests of a WAL, newest [`KEEP`] of each kind, in log order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct V2Log {
+    /// Requests 3.6 converts (member attributes, cluster version).
+    pub converted: VecDeque<V2Request>,
+    /// Requests 3.6 refuses (v2 API writes, deletes, …).
+    pub disallowed: VecDeque<V2Request>,
+    /// v2 requests seen in all, overwritten ones included.
+    pub seen: u64,
+}
+
+impl V2Log {
+    /// Records the normal entry at `index` whose payload is `data`; an entry at
+    /// or below an earlier one overwrites the log from there (raft's
+    /// truncation), so the requests it replaced are dropped first.
+    pub fn entry(&mut self, index: u64, term: u64, data: &[u8]) {
+        for q in [&mut self.converted, &mut self.disallowed] {
+            while q.back().is_some_and(|r| r.index >= index) {
+                q.pop_back();
+            }
+        }
+        let Some(req) = classify(index, term, data) else {
+            return;
+        };
+        self.seen += 1;
+        let q = if req.allowed_by_3_6 {
+            &mut self.converted
+        } else {
+            &mut self.disallowed
+        };
+        if q.len() == KEEP {
+            q.pop_front();
+        }
+        q.push_back(req);
+    }
+
+    /// The kept requests with `after < index <= upto`, in log order.
+    pub fn between(&self, after: u64, upto: u64) -> Vec<&V2Request> {
+        let mut out: Vec<&V2Request> = self
+            .converted
+            .iter()
+            .chain(self.disallowed.iter())
+            .filter(|r| r.index > after && r.index <= upto)
+            .collect();
+        out.sort_by_key(|r| r.index);
+        out
+    }
+
+    /// What etcd replays at start: the kept requests after the start snapshot
+    /// (`after`) and at or below the commit (`commit`); those above the commit
+    /// are counted apart (replayed only once committed).
+    pub fn replay(&self, after: u64, commit: u64) -> V2Replay {
+        let mut out = V2Replay {
+            bounded: self.converted.len() == KEEP || self.disallowed.len() == KEEP,
+            ..V2Replay::default()
+        };
+        let mut raw_examples = Vec::new();
+        for r in self.between(after, u64::MAX) {
+            if r.index > commit {
+                out.uncommitted += 1;
+                continue;
+            }
+            if r.allowed_by_3_6 {
+                out.converted += 1;
+            } else {
+                out.disallowed += 1;
+                if out.examples.len() < EXAMPLES {
+                    out.examples.push(r.clone());
+                }
+            }
+            if r.raw {
+                out.raw += 1;
+                if r.allowed_by_3_6 && raw_examples.len() < EXAMPLES {
+                    raw_examples.push(r.clone());
+                }
+            }
+        }
+        let room = EXAMPLES.saturating_sub(out.examples.len());
+        out.examples.extend(raw_examples.into_iter().take(room));
+        out
+    }
+}
+
+/// Examples kept in a [`V2Replay`].
+const EXAMPLES: usize = 8;
+
+/// The v2 requests etcd replays when it starts on the directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct V2Replay {
+    /// Requests 3.6 converts (member attributes, cluster version).
+    pub converted: u64,
+    /// Requests 3.6 refuses ("detected disallowed v2 WAL").
+    pub disallowed: u64,
+    /// Raw requests of either kind (3.7 panics on each: "unmarshal should never fail").
+    pub raw: u64,
+    /// v2 requests above the commit: replayed only if the cluster commits them.
+    pub uncommitted: u64,
+    /// A few of them: disallowed ones first, then raw converted ones.
+    pub examples: Vec<V2Request>,
+    /// More requests of a kind were in the log than are kept ([`KEEP`]): the
+    /// counts are lower bounds.
+    pub bounded: bool,
+}
+
+/// An upper-case word that names an HTTP method, as v2 requests carry it.
+fn method_word(b: &[u8]) -> Option<&str> {
+    if b.is_empty() || b.len() > 16 || !b.iter().all(u8::is_ascii_uppercase) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()
+}
+
+/// The method and path of a v2 `Request` message, when `data` is one.
+fn as_v2(data: &[u8]) -> Option<(String, String)> {
+    let (mut method, mut path) = (None, String::new());
+    for f in pb::fields(data) {
+        match f.ok()? {
+            (2, Value::Bytes(b)) => method = Some(method_word(b)?.to_string()),
+            (3, Value::Bytes(b)) => {
+                let cut = &b[..b.len().min(PATH_BYTES)];
+                path = String::from_utf8_lossy(cut).into_owned();
+            }
+            _ => {}
+        }
+    }
+    Some((method?, path))
+}
+
+/// etcd's `storeMemberAttributeRegexp` (`/0/members/[[:xdigit:]]{1,16}/attributes`),
+/// matched anywhere in the path as Go's `MatchString` does.
+fn is_member_attributes(path: &str) -> bool {
+    const HEAD: &str = "/0/members/";
+    const TAIL: &str = "/attributes";
+    let mut from = 0;
+    while let Some(at) = path[from..].find(HEAD) {
+        let rest = &path[from + at + HEAD.len()..];
+        let hex = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+        // Any 1..=16 of the hex digits may be followed by the tail; only a run
+        // ending right before it matters.
+        if (1..=16).any(|n| n <= hex && rest[n..].starts_with(TAIL)) {
+            return true;
+        }
+        from += at + 1;
+    }
+    false
+}
+
+/// Classifies a normal entry's payload.
+fn classify(index: u64, term: u64, data: &[u8]) -> Option<V2Request> {
+    if data.is_empty() {
+        return None;
+    }
+    let mut field2 = None;
+    for f in pb::fields(data) {
+        match f {
+            Ok((2, Value::Bytes(b))) => field2 = Some(b),
+            Ok(_) => {}
+            // Neither format decodes: etcd would panic on it either way, and the
+            // WAL reader's CRC already vouches for the bytes; not a v2 request.
+            Err(_) => return None,
+        }
+    }
+    let field2 = field2?;
+    let (raw, (method, path)) = if method_word(field2).is_some() {
+        (true, as_v2(data)?)
+    } else {
+        (false, as_v2(field2)?)
+    };
+    let allowed_by_3_6 = method == "PUT" && (is_member_attributes(&path) || path == "/0/version");
+    Some(V2Request {
+        index,
+        term,
+        method,
+        path,
+        raw,
+        allowed_by_3_6,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+        out.push(((field << 3) | 2) as u8);
+        out.push(b.len() as u8);
+        out.extend_from_slice(b);
+    }
+
+    /// A v2 `Request{ID, Method, Path, Val}` as gogoproto marshals it.
+    fn v2(id: u8, method: &str, path: &str, val: &str) -> Vec<u8> {
+        let mut out = vec![0x08, id];
+        put_bytes(&mut out, 2, method.as_bytes());
+        put_bytes(&mut out, 3, path.as_bytes());
+        put_bytes(&mut out, 4, val.as_bytes());
+        out
+    }
+
+    #[test]
+    fn raw_v2_requests_are_told_from_v3_ones() {
+        let attrs = v2(1, "PUT", "/0/members/8e9e05c52164694d/attributes", "{}");
+        let r = classify(5, 2, &attrs).expect("a v2 request");
+        assert!(r.raw && r.allowed_by_3_6, "{r:?}");
+        let version = classify(6, 2, &v2(2, "PUT", "/0/version", "3.5.0")).expect("v2");
+        assert!(version.allowed_by_3_6);
+        for (method, path) in [
+            ("PUT", "/1/foo"),
+            ("DELETE", "/0/members/8e9e05c52164694d/attributes"),
+            ("POST", "/1/queue"),
+            ("PUT", "/0/members/8e9e05c52164694d/raftAttributes"),
+            ("PUT", "/0/members/xyz/attributes"),
+        ] {
+            let r = classify(7, 2, &v2(3, method, path, "x")).expect("v2");
+            assert!(r.raw && !r.allowed_by_3_6, "{method} {path}: {r:?}");
+        }
+        // An InternalRaftRequest: header (field 100) and a put (field 4).
+        let mut v3 = vec![0xa2, 0x06, 0x02, 0x08, 0x07];
+        put_bytes(&mut v3, 4, &[0x0a, 0x01, b'k', 0x12, 0x01, b'v']);
+        assert_eq!(classify(8, 2, &v3), None);
+        // Wrapped in InternalRaftRequest.v2.
+        let mut wrapped = vec![0x08, 0x09];
+        put_bytes(&mut wrapped, 2, &v2(9, "PUT", "/1/k", "v"));
+        let w = classify(9, 2, &wrapped).expect("wrapped v2");
+        assert!(!w.raw && !w.allowed_by_3_6, "{w:?}");
+        assert_eq!(classify(10, 2, &[]), None);
+        assert_eq!(classify(11, 2, &[0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn the_member_attributes_pattern_matches_as_go_does() {
+        assert!(is_member_attributes("/0/members/1/attributes"));
+        assert!(is_member_attributes(
+            "/0/members/ffffffffffffffff/attributes"
+        ));
+        assert!(!is_member_attributes(
+            "/0/members/1ffffffffffffffff/attributes"
+        ));
+        assert!(is_member_attributes("/x/0/members/abc/attributes/y"));
+        assert!(!is_member_attributes("/0/members//attributes"));
+        assert!(!is_member_attributes("/0/members/g/attributes"));
+    }
+
+    #[test]
+    fn an_overwritten_suffix_drops_its_requests_and_memory_is_bounded() {
+        let mut log = V2Log::default();
+        for i in 1..=10u64 {
+            log.entry(i, 1, &v2(1, "PUT", "/1/k", "v"));
+        }
+        log.entry(6, 2, b"");
+        assert_eq!(log.disallowed.len(), 5);
+        assert_eq!(log.between(3, 10).len(), 2);
+        for i in 11..=(11 + 2 * KEEP as u64) {
+            log.entry(i, 2, &v2(1, "PUT", "/0/version", "3.5.0"));
+        }
+        assert_eq!(log.converted.len(), KEEP);
+        assert!(log.seen > KEEP as u64);
+        let r = log.replay(4, 300);
+        assert_eq!(r.disallowed, 1, "index 5 only: {r:?}");
+        assert_eq!(r.converted + r.uncommitted, KEEP as u64, "{r:?}");
+        assert!(
+            r.bounded && r.raw == 1 + r.converted && r.converted > 0,
+            "{r:?}"
+        );
+        assert_eq!(r.examples[0].index, 5);
+    }
+}
