@@ -195,8 +195,8 @@ pub struct PreflightArgs {
     pub verdict_file: Option<PathBuf>,
     /// The etcd version about to start (3.6.11, v3.7.3): preflight runs the
     /// upgrade check for it and refuses what that etcd would refuse or panic on
-    /// (`refuse-version`, 16). Without it, `etcd --version` of the etcd in
-    /// `/usr/local/bin` (the etcd image) or on `PATH` is asked.
+    /// (`refuse-version`, 16). Without it, `/usr/local/bin/etcd --version` (the
+    /// etcd image's binary) is asked; without either, no upgrade check runs.
     #[arg(long, env = "ETCD_VERSION", value_parser = parse_etcd_version)]
     pub etcd_version: Option<crate::disk::upgrade::Target>,
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].

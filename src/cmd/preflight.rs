@@ -59,8 +59,10 @@ pub struct Config {
 }
 
 /// Where preflight looks for the etcd about to start when no version is given:
-/// the etcd image's binary, then `PATH`.
-const ETCD_BINARIES: [&str; 2] = ["/usr/local/bin/etcd", "etcd"];
+/// the etcd image's binary only. `PATH` is not searched: an `etcd` there may be
+/// another line than the one the etcd container runs (a distribution's package),
+/// and a wrong version would refuse a healthy member.
+const ETCD_BINARIES: [&str; 1] = ["/usr/local/bin/etcd"];
 /// Bound on `etcd --version`.
 const ETCD_VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -77,6 +79,10 @@ fn etcd_about_to_start(cfg: &Config, budget: Duration) -> Result<(Target, &'stat
     }
     let mut tried = Vec::new();
     for bin in ETCD_BINARIES {
+        if !Path::new(bin).is_file() {
+            tried.push(format!("{bin}: absent"));
+            continue;
+        }
         let ran = crate::child::run(
             std::process::Command::new(bin).arg("--version"),
             ETCD_VERSION_TIMEOUT.min(budget),

@@ -167,7 +167,10 @@ pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
                 .iter()
                 .filter(|e| (!only_raw || e.raw) && (!only_disallowed || !e.allowed_by_3_6))
                 .take(3)
-                .map(|e| format!("{} {} at index {}", e.method, e.path, e.index))
+                .map(|e| match e.path.as_str() {
+                    "" => format!("{} at index {}", e.method, e.index),
+                    path => format!("{} {path} at index {}", e.method, e.index),
+                })
                 .collect();
             list.join(", ")
         };

@@ -190,7 +190,71 @@ fn a_cluster_seeded_on_3_5_upgrades_member_by_member_to_3_6_then_3_7_with_every_
             "{}: {report:#}",
             cluster[i].name()
         );
+        let check = upgrade_check(&cluster[i], "3.7");
+        assert_eq!(check.code, 0, "nothing blocks 3.7 on its own dir: {check}");
     }
+
+    // The downgrade etcd refuses: the 3.7 dir under the 3.6 binary. Preflight
+    // refuses it first (16, row 5c), naming the findings; etcd 3.6 itself then
+    // refuses to start on it.
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    let v = preflight(&cluster.agent_env(0));
+    v.expect("a 3.7 dir under etcd 3.6", 16, "refuse-version");
+    assert_eq!(v.doc()["row"], "5c", "{}", v.run);
+    let codes = finding_codes(&v.doc()["upgrade_check"]);
+    assert!(
+        codes.contains(&"storage-version-newer".to_string())
+            && codes.contains(&"cluster-version-newer".to_string()),
+        "{codes:?}\n{}",
+        v.run
+    );
+    assert!(
+        v.doc()["remedy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("etcdutl migrate"),
+        "{}",
+        v.run
+    );
+    cluster[0].start();
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => eprintln!(
+            "etcd 3.6.16 on a 3.7.3 dir: {}",
+            msg.lines()
+                .last()
+                .unwrap_or_default()
+                .chars()
+                .take(300)
+                .collect::<String>()
+        ),
+        other => panic!("etcd 3.6 was expected to refuse the 3.7 dir: {other:?}"),
+    }
+}
+
+/// `inspect --upgrade-check VERSION -o json` of a stopped member.
+fn upgrade_check(m: &Member, version: &str) -> AgentRun {
+    run_agent(
+        [
+            "inspect",
+            "--data-dir",
+            &m.data_dir().display().to_string(),
+            "--upgrade-check",
+            version,
+            "-o",
+            "json",
+        ],
+        &[("AGENT_KUBE", "false")],
+    )
+}
+
+/// The codes of an upgrade check's findings.
+fn finding_codes(check: &Value) -> Vec<String> {
+    check["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["code"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The upgrade etcd itself cannot finish: a 3.5 dir, run on 3.6 (which converts
@@ -220,6 +284,21 @@ fn etcd_3_7_panics_on_the_3_5_v2_entries_a_3_6_member_never_snapshotted_past() {
     assert_eq!(report["backend"]["storage_version"], "3.6.0", "{report:#}");
 
     cluster.member_mut(0).set_version(EtcdVersion::V3_7);
+    // Preflight sees it before etcd does: refuse-version, and what to do.
+    let check = upgrade_check(&cluster[0], "3.7");
+    assert_eq!(check.code, 16, "{check}");
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["v2-wal-raw"],
+        "{check}"
+    );
+    assert_eq!(
+        upgrade_check(&cluster[0], "3.6").code,
+        0,
+        "3.6 converts them"
+    );
+    let v = preflight(&cluster.agent_env(0));
+    v.expect("3.7 on v2 entries it cannot decode", 16, "refuse-version");
     cluster[0].start();
     match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
         Err(WaitError::Exited(msg)) => assert!(
@@ -240,4 +319,90 @@ fn etcd_3_7_panics_on_the_3_5_v2_entries_a_3_6_member_never_snapshotted_past() {
             .map(|l| l.chars().take(300).collect::<String>())
             .unwrap_or_default()
     );
+}
+
+/// v2 API writes through a 3.5 member (`--enable-v2`) stay in its WAL; etcd 3.6
+/// converts only the member attributes and cluster version 3.5 writes itself and
+/// panics on the rest ("detected disallowed v2 WAL"). Preflight for 3.6 refuses
+/// first (16), for 3.5 it starts; etcd 3.6 itself then panics on the dir.
+#[test]
+fn etcd_3_6_panics_on_v2_api_writes_of_a_3_5_member_and_preflight_refuses_first() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5Latest)
+        .members(1)
+        .arg("--enable-v2")
+        .token("v2-api")
+        .start();
+    let mut http = HttpConn::new(cluster[0].client_url(), Duration::from_secs(5)).expect("conn");
+    for path in [
+        "/v2/keys/app/config?value=v1",
+        "/v2/keys/app/other?value=v2",
+    ] {
+        let r = http.request("PUT", path, b"").expect("a v2 write");
+        assert!(
+            r.status == 200 || r.status == 201,
+            "v2 PUT {path}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let r = http
+        .request("DELETE", "/v2/keys/app/other", b"")
+        .expect("a v2 delete");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    drop(http);
+    cluster[0].stop().expect("it ran");
+
+    let check = upgrade_check(&cluster[0], "3.6");
+    assert_eq!(check.code, 16, "{check}");
+    let doc = check.json()["upgrade_check"].clone();
+    assert_eq!(finding_codes(&doc), ["v2-wal-disallowed"], "{check}");
+    // Each v2 API request is there, and the v2 QGET that 3.5's /health makes
+    // through raft when v2 is enabled.
+    let seen: Vec<String> = check.json()["v2_replay"]["examples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["method"].as_str().unwrap_or(""),
+                e["path"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for want in [
+        "PUT /1/app/config",
+        "PUT /1/app/other",
+        "DELETE /1/app/other",
+    ] {
+        assert!(seen.iter().any(|s| s == want), "{want} not in {seen:?}");
+    }
+    // Still 3.5: nothing blocks.
+    preflight(&cluster.agent_env(0)).expect("3.5 again", 0, "start");
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    let v = preflight(&cluster.agent_env(0));
+    v.expect("3.6 on v2 API writes", 16, "refuse-version");
+    assert_eq!(v.doc()["row"], "5c", "{}", v.run);
+    assert!(
+        v.doc()["remedy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("3.5"),
+        "{}",
+        v.run
+    );
+
+    // 3.6 no longer has --enable-v2.
+    cluster[0].start_with(|f| f.extra_args.retain(|a| a != "--enable-v2"));
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains("detected disallowed v2 WAL")
+                || cluster[0]
+                    .log_since_start()
+                    .contains("detected disallowed v2 WAL"),
+            "etcd 3.6 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.6 was expected to panic on the v2 writes: {other:?}"),
+    }
 }

@@ -245,10 +245,12 @@ impl Member {
 
     /// The env the operator gives its init containers for this member:
     /// `ETCD_MEMBER_NAME`, `ETCD_INITIAL_CLUSTER`, `ETCD_INITIAL_CLUSTER_TOKEN`,
-    /// `ETCD_PEER_URLS`, `ETCD_DATA_DIR` (see `Cluster::agent_env` for
-    /// `ETCD_PEER_ENDPOINTS` too).
+    /// `ETCD_PEER_URLS`, `ETCD_DATA_DIR`, and `ETCD_VERSION` (the release this
+    /// member runs next, so every preflight runs the upgrade check for it; see
+    /// `Cluster::agent_env` for `ETCD_PEER_ENDPOINTS` too).
     pub fn agent_env(&self) -> Vec<(String, String)> {
         vec![
+            ("ETCD_VERSION".into(), self.version().label().into()),
             ("ETCD_MEMBER_NAME".into(), self.flags.name.clone()),
             (
                 "ETCD_INITIAL_CLUSTER".into(),
