@@ -74,11 +74,7 @@ impl V2Log {
     /// or below an earlier one overwrites the log from there (raft's
     /// truncation), so the requests it replaced are dropped first.
     pub fn entry(&mut self, index: u64, term: u64, data: &[u8]) {
-        for q in [&mut self.converted, &mut self.disallowed] {
-            while q.back().is_some_and(|r| r.index >= index) {
-                q.pop_back();
-            }
-        }
+        self.truncate_from(index);
         let Some(req) = classify(index, term, data) else {
             return;
         };
@@ -92,6 +88,31 @@ impl V2Log {
             q.pop_front();
         }
         q.push_back(req);
+    }
+
+    /// Drops the requests at or above `index` (raft overwrote the log from there).
+    pub fn truncate_from(&mut self, index: u64) {
+        for q in [&mut self.converted, &mut self.disallowed] {
+            while q.back().is_some_and(|r| r.index >= index) {
+                q.pop_back();
+            }
+        }
+    }
+
+    /// Appends the requests of the log that follows (already truncated).
+    pub fn append(&mut self, next: V2Log) {
+        self.seen += next.seen;
+        for (q, more) in [
+            (&mut self.converted, next.converted),
+            (&mut self.disallowed, next.disallowed),
+        ] {
+            for r in more {
+                if q.len() == KEEP {
+                    q.pop_front();
+                }
+                q.push_back(r);
+            }
+        }
     }
 
     /// The kept requests with `after < index <= upto`, in log order.

@@ -516,12 +516,95 @@ pub fn wal_identity(wal_dir: &Path) -> Option<(u64, u64)> {
 /// Reads every segment of `wal_dir` in order, verifying the CRC chain. See the
 /// module documentation for what is a torn tail and what is corruption.
 pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
+    read_wal_with(wal_dir, 0)
+}
+
+/// How a segment's scan ended.
+struct SegEnd {
+    /// The frame that stopped it, and why; `None` at the end of the records.
+    failure: Option<(u64, Fail)>,
+    /// Where the scanner stood.
+    pos: u64,
+}
+
+/// Scans one segment into `st`, record by record, stopping at the first frame
+/// that fails.
+fn scan_segment(seg: &WalSegment, st: &mut State, buf: &mut Vec<u8>) -> Result<SegEnd, IoError> {
+    let file = PosReader::open(&seg.path)?;
+    let mut scan = Scanner::new(&file, buf);
+    loop {
+        let offset = scan.pos;
+        let step = match scan.next_frame()? {
+            Step::End => None,
+            Step::Torn(reason) => Some(Fail::Torn(reason)),
+            Step::Corrupt(kind) => Some(Fail::Corrupt(kind)),
+            Step::Frame { record, padded } => match st.apply(record, padded, offset) {
+                Ok(()) => continue,
+                Err(fail) => Some(fail),
+            },
+        };
+        return Ok(SegEnd {
+            failure: step.map(|f| (offset, f)),
+            pos: scan.pos,
+        });
+    }
+}
+
+/// A segment scanned on its own, ahead of the merge: its state as if the log
+/// began with it. Valid as a stand-in for the sequential scan only when the
+/// segment opens with a crc record (as every segment etcd cuts does), which
+/// carries the running checksum the rest of the segment chains from.
+struct Independent {
+    st: State,
+    end: SegEnd,
+}
+
+/// Reads the WAL with up to `threads` threads (0: one per core, as the
+/// process's CPU quota allows): segments are verified independently — each
+/// opens with a crc record carrying the running checksum — and merged in order,
+/// with the crc chain, the metadata and raft's log truncation checked across
+/// segment boundaries exactly as one sequential pass checks them. The result,
+/// errors included, is the sequential pass's.
+pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
     let segments = list_segments(wal_dir)?;
     if segments.is_empty() {
         return Err(WalError::NoSegments {
             dir: wal_dir.to_path_buf(),
         });
     }
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(segments.len());
+    // Segments after the first, scanned ahead on worker threads.
+    let mut ahead: Vec<Option<Result<Independent, IoError>>> =
+        (0..segments.len()).map(|_| None).collect();
+    if threads > 1 {
+        let next = std::sync::atomic::AtomicUsize::new(1);
+        let done = std::sync::Mutex::new(&mut ahead);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut buf = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(seg) = segments.get(i) else { break };
+                        let mut st = State {
+                            independent: true,
+                            ..State::default()
+                        };
+                        let res =
+                            scan_segment(seg, &mut st, &mut buf).map(|end| Independent { st, end });
+                        if let Ok(mut slots) = done.lock() {
+                            slots[i] = Some(res);
+                        }
+                    }
+                });
+            }
+        });
+    }
+
     let mut st = State::default();
     let mut buf = Vec::new();
     let mut torn_tail = None;
@@ -529,31 +612,19 @@ pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
     let count = segments.len();
     for (i, seg) in segments.iter().enumerate() {
         let is_last = i + 1 == count;
-        let file = PosReader::open(&seg.path)?;
-        let mut scan = Scanner::new(&file, &mut buf);
         let records_before = st.records;
-        let mut failure = None;
-        loop {
-            let offset = scan.pos;
-            match scan.next_frame()? {
-                Step::End => break,
-                Step::Torn(reason) => {
-                    failure = Some((offset, Fail::Torn(reason)));
-                    break;
-                }
-                Step::Corrupt(kind) => {
-                    failure = Some((offset, Fail::Corrupt(kind)));
-                    break;
-                }
-                Step::Frame { record, padded } => {
-                    if let Err(fail) = st.apply(record, padded, offset) {
-                        failure = Some((offset, fail));
-                        break;
-                    }
-                }
-            }
-        }
-        valid_end = (i, failure.as_ref().map_or(scan.pos, |(offset, _)| *offset));
+        let end = match ahead[i].take() {
+            Some(Ok(ind)) if !ind.st.fell_back => match st.merge(ind.st, ind.end) {
+                Ok(end) => end,
+                Err(fail_at) => fail_at,
+            },
+            Some(Err(e)) => return Err(e.into()),
+            // The first segment, a segment that does not open with a crc
+            // record, or no threads: the sequential pass.
+            _ => scan_segment(seg, &mut st, &mut buf)?,
+        };
+        let failure = end.failure;
+        valid_end = (i, failure.as_ref().map_or(end.pos, |(offset, _)| *offset));
         match failure {
             Some((offset, Fail::Torn(reason))) if is_last => {
                 torn_tail = Some(TornTail {
@@ -756,9 +827,79 @@ struct State {
     snapshots: Vec<WalSnapshotRef>,
     conf_changes: Vec<ConfChangeRec>,
     v2: V2Log,
+    /// Scanning a segment on its own (see [`Independent`]).
+    independent: bool,
+    /// An independent scan met a first record other than a crc record: its
+    /// checksums depend on the segments before, so it stopped; the merge scans
+    /// the segment again in sequence.
+    fell_back: bool,
+    /// An independent scan: the offset and value of the opening crc record.
+    opening_crc: Option<(u64, u32)>,
+    /// An independent scan: the offset and bytes of its first metadata record.
+    first_metadata_at: Option<u64>,
+    /// A HardState record was read.
+    hard_state_seen: bool,
+    /// The lowest entry index read (raft truncates the log from there).
+    min_entry_index: Option<u64>,
 }
 
 impl State {
+    /// Folds the independent scan of the next segment into this state, checking
+    /// what crosses the boundary as the sequential pass would: the crc chain at
+    /// its opening crc record, its metadata against the log's, and raft's
+    /// truncation of earlier entries. A boundary check that fails ends the log
+    /// there, as its record would have.
+    fn merge(&mut self, seg: State, end: SegEnd) -> Result<SegEnd, SegEnd> {
+        let stop = |offset: u64, kind: CorruptKind| SegEnd {
+            failure: Some((offset, Fail::Corrupt(kind))),
+            pos: offset,
+        };
+        if let Some((offset, found)) = seg.opening_crc {
+            if self.crc != 0 && self.crc != found {
+                return Err(stop(
+                    offset,
+                    CorruptKind::CrcChainBroken {
+                        expected: self.crc,
+                        found,
+                    },
+                ));
+            }
+        }
+        if let (Some(first), Some(theirs), Some(at)) =
+            (&self.metadata, &seg.metadata, seg.first_metadata_at)
+        {
+            let fails_before = end.failure.as_ref().is_none_or(|(o, _)| at <= *o);
+            if first != theirs && fails_before {
+                return Err(stop(at, CorruptKind::MetadataMismatch));
+            }
+        }
+        if self.metadata.is_none() {
+            self.metadata = seg.metadata;
+            self.ids = seg.ids;
+        }
+        if seg.records > 0 {
+            self.crc = seg.crc;
+        }
+        self.records += seg.records;
+        if seg.hard_state_seen {
+            self.hard_state = seg.hard_state;
+            self.hard_state_seen = true;
+        }
+        if let Some(min) = seg.min_entry_index {
+            while self.conf_changes.last().is_some_and(|c| c.index >= min) {
+                self.conf_changes.pop();
+            }
+            self.v2.truncate_from(min);
+            self.last_index = seg.last_index;
+            self.last_term = seg.last_term;
+            self.min_entry_index = Some(self.min_entry_index.map_or(min, |m| m.min(min)));
+        }
+        self.snapshots.extend(seg.snapshots);
+        self.conf_changes.extend(seg.conf_changes);
+        self.v2.append(seg.v2);
+        Ok(end)
+    }
+
     /// Verifies and applies one record. `offset` is the frame's file offset.
     fn apply(&mut self, record: &[u8], padded: &[u8], offset: u64) -> Result<(), Fail> {
         let torn_or = |kind: CorruptKind| match zero_sector(offset + LEN_WORD_BYTES, padded) {
@@ -769,6 +910,13 @@ impl State {
             None => Fail::Corrupt(kind),
         };
         let rec = decode_record(record).map_err(torn_or)?;
+        if self.independent && self.records == 0 && self.opening_crc.is_none() {
+            if rec.rtype != CRC_TYPE {
+                self.fell_back = true;
+                return Err(Fail::Corrupt(CorruptKind::MissingMetadata));
+            }
+            self.opening_crc = Some((offset, rec.crc));
+        }
         if rec.rtype != CRC_TYPE {
             self.crc = crc32c::crc32c_append(self.crc, rec.data);
             if self.crc != rec.crc {
@@ -788,10 +936,14 @@ impl State {
                 None => {
                     self.ids = Some(decode_metadata(rec.data).map_err(corrupt)?);
                     self.metadata = Some(rec.data.to_vec());
+                    self.first_metadata_at = Some(offset);
                 }
             },
             ENTRY_TYPE => self.apply_entry(rec.data).map_err(corrupt)?,
-            STATE_TYPE => self.hard_state = decode_hard_state(rec.data).map_err(corrupt)?,
+            STATE_TYPE => {
+                self.hard_state = decode_hard_state(rec.data).map_err(corrupt)?;
+                self.hard_state_seen = true;
+            }
             CRC_TYPE => {
                 if self.crc != 0 && self.crc != rec.crc {
                     return Err(corrupt(CorruptKind::CrcChainBroken {
@@ -829,6 +981,7 @@ impl State {
         }
         self.last_index = index;
         self.last_term = term;
+        self.min_entry_index = Some(self.min_entry_index.map_or(index, |m| m.min(index)));
         if etype == ENTRY_CONF_CHANGE {
             let mut rec = decode_conf_change(payload)?;
             rec.index = index;
@@ -1194,6 +1347,60 @@ pub(crate) mod tests {
     }
 
     /// Two segments like etcd writes them: a created file and a cut one.
+    /// Four segments: a truncation of the log across the third cut, raw v2
+    /// requests before and after it, conf changes and snapshots.
+    fn several_segments() -> Enc {
+        let v2 = |path: &str| {
+            let mut out = vec![0x08, 0x01];
+            put_bytes(&mut out, 2, b"PUT");
+            put_bytes(&mut out, 3, path.as_bytes());
+            out
+        };
+        let mut e = two_segments();
+        e.cut()
+            .rec(METADATA_TYPE, &metadata(NODE, CLUSTER))
+            .rec(STATE_TYPE, &hard_state(2, NODE, 30));
+        for i in 31..=40 {
+            e.rec(ENTRY_TYPE, &entry(0, 2, i, &v2("/1/a")));
+        }
+        e.rec(
+            ENTRY_TYPE,
+            &entry(1, 2, 41, &conf_change(0, 7, &member_ctx(7, false))),
+        );
+        e.cut()
+            .rec(METADATA_TYPE, &metadata(NODE, CLUSTER))
+            // Term 3 overwrites the log from index 35.
+            .rec(STATE_TYPE, &hard_state(3, NODE, 34));
+        for i in 35..=45 {
+            e.rec(ENTRY_TYPE, &entry(0, 3, i, &v2("/0/version")));
+        }
+        e.rec(
+            SNAPSHOT_TYPE,
+            &snapshot(40, 3, Some(conf_state(&[NODE], &[]))),
+        )
+        .rec(STATE_TYPE, &hard_state(3, NODE, 45));
+        e
+    }
+
+    #[test]
+    fn a_truncation_across_a_cut_drops_what_it_overwrote_in_parallel_too() {
+        let e = several_segments();
+        let dir = tempfile::tempdir().unwrap();
+        write_segs(dir.path(), &e.segs, 0);
+        let seq = read_wal_with(dir.path(), 1).unwrap();
+        let par = read_wal_with(dir.path(), 4).unwrap();
+        assert_eq!(seq, par);
+        assert_eq!((par.last_index, par.last_term), (45, 3));
+        assert!(
+            par.conf_changes.iter().all(|c| c.index < 35),
+            "{:?}",
+            par.conf_changes
+        );
+        assert_eq!(par.v2.disallowed.len(), 4, "31..=34 survive the truncation");
+        assert_eq!(par.v2.converted.len(), 11);
+        assert_eq!(par.hard_state.commit, 45);
+    }
+
     fn two_segments() -> Enc {
         let mut e = Enc::new();
         e.rec(METADATA_TYPE, &metadata(NODE, CLUSTER))
@@ -1687,6 +1894,37 @@ pub(crate) mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
             let dir = write_one(&bytes);
             let _ = read_wal(dir.path());
+        }
+
+        /// The parallel read is the sequential read, errors included, on any
+        /// mutation of a log of several segments (crc chains across cuts,
+        /// metadata in every segment, a truncation crossing a cut, v2 requests).
+        #[test]
+        fn the_parallel_read_equals_the_sequential_one(
+            edits in proptest::collection::vec(
+                (0usize..4, any::<proptest::sample::Index>(), any::<u8>()), 0..4),
+            cut in proptest::option::of((0usize..4, any::<proptest::sample::Index>())),
+            drop_segment in proptest::option::of(1usize..4),
+        ) {
+            let mut segs = several_segments().segs;
+            for (seg, at, v) in edits {
+                let bytes = &mut segs[seg];
+                let i = at.index(bytes.len());
+                bytes[i] = v;
+            }
+            if let Some((seg, at)) = cut {
+                let n = at.index(segs[seg].len());
+                segs[seg].truncate(n);
+            }
+            if let Some(seg) = drop_segment {
+                segs[seg].clear();
+            }
+            let dir = tempfile::tempdir().unwrap();
+            write_segs(dir.path(), &segs, 0);
+            let one = format!("{:?}", read_wal_with(dir.path(), 1));
+            for threads in [2, 4] {
+                prop_assert_eq!(&one, &format!("{:?}", read_wal_with(dir.path(), threads)));
+            }
         }
 
         #[test]
