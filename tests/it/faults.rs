@@ -394,3 +394,37 @@ fn print_schedules() {
         }
     }
 }
+
+/// A container-only restart (no init containers, so no preflight) of an intact
+/// member, mixed with a wipe the guard must then catch: nothing lost, and the
+/// wiped member is refused and remedied rather than started.
+#[test]
+fn container_only_restarts_beside_a_wipe_lose_nothing_when_guarded_36() {
+    let mut cfg = RunConfig::new(EtcdVersion::V3_6, Mode::Guarded, 0, 1);
+    cfg.sequence = Some(
+        "kill m1, pause 300ms, restart-unguarded m1, pause 600ms, kill m2, pause 200ms, \
+         wipe m1, pause 300ms, restart-unguarded m1, pause 600ms, restart-unguarded m2, pause 600ms"
+            .into(),
+    );
+    let tally = run(&cfg);
+    assert_eq!(tally.schedules, 1);
+    assert!(
+        tally.lost == 0
+            && tally.divergent == 0
+            && tally.foreign == 0
+            && tally.unanswered == 0
+            && tally.errors == 0
+            && tally.counters.anomalies.is_empty(),
+        "{}\n{:#?}",
+        tally.report(),
+        tally.failures
+    );
+    // The wiped member's restart went through preflight (a blank volume comes
+    // with a new Pod) and was refused.
+    assert!(
+        tally.counters.refusals.contains_key("refuse-empty-formed"),
+        "{}",
+        tally.report()
+    );
+    assert!(tally.acked > 0, "no write was acknowledged");
+}

@@ -8,7 +8,8 @@
 //!
 //! Two shapes are drawn:
 //! * **random**: 3–6 faults drawn one by one (kill -9, SIGSTOP, SIGCONT, wipe,
-//!   restart) over all members;
+//!   restart, and a container-only restart that skips the init containers) over
+//!   all members;
 //! * **lagging voter**: the SPEC §1 pattern with random roles, orders and pauses:
 //!   `f` members frozen while writes are acknowledged without them (for 0.3–1.5 s,
 //!   or 5.5–7 s: past rafthttp's 5 s read deadline), up to `f` of the members
@@ -41,6 +42,11 @@ pub enum Fault {
     /// Start the member again: with its frozen flags (baseline), or after
     /// `preflight` says so (guarded).
     Restart(usize),
+    /// Only the etcd container restarts (a crash, a liveness kill): the init
+    /// containers do not run again, so no `preflight`, in either mode. The
+    /// kubelet restarts a container on the volume it has; a volume handed back
+    /// blank comes with a new Pod, so on a blank data dir this is `Restart`.
+    RestartUnguarded(usize),
     /// Let the writers write for this many milliseconds.
     Pause(u64),
 }
@@ -53,6 +59,7 @@ impl fmt::Display for Fault {
             Fault::Thaw(i) => write!(f, "thaw m{i}"),
             Fault::Wipe(i) => write!(f, "wipe m{i}"),
             Fault::Restart(i) => write!(f, "restart m{i}"),
+            Fault::RestartUnguarded(i) => write!(f, "restart-unguarded m{i}"),
             Fault::Pause(ms) => write!(f, "pause {ms}ms"),
         }
     }
@@ -82,6 +89,7 @@ impl Fault {
             "thaw" => Ok(Fault::Thaw(member)),
             "wipe" => Ok(Fault::Wipe(member)),
             "restart" => Ok(Fault::Restart(member)),
+            "restart-unguarded" => Ok(Fault::RestartUnguarded(member)),
             _ => Err(format!("unknown fault {verb:?}")),
         }
     }
@@ -90,7 +98,7 @@ impl Fault {
     pub fn member(self) -> Option<usize> {
         match self {
             Fault::Kill(i) | Fault::Freeze(i) | Fault::Thaw(i) | Fault::Wipe(i) => Some(i),
-            Fault::Restart(i) => Some(i),
+            Fault::Restart(i) | Fault::RestartUnguarded(i) => Some(i),
             Fault::Pause(_) => None,
         }
     }
@@ -281,7 +289,9 @@ impl Model {
         match fault {
             Fault::Kill(i) => self.state[i] = State::Down,
             Fault::Freeze(i) => self.state[i] = State::Frozen,
-            Fault::Thaw(i) | Fault::Restart(i) => self.state[i] = State::Up,
+            Fault::Thaw(i) | Fault::Restart(i) | Fault::RestartUnguarded(i) => {
+                self.state[i] = State::Up
+            }
             Fault::Wipe(i) => {
                 self.state[i] = State::Down;
                 self.wiped[i] = true;
@@ -304,7 +314,10 @@ impl Model {
                     options.push((Fault::Kill(i), 2));
                     options.push((Fault::Thaw(i), 4));
                 }
-                State::Down => options.push((Fault::Restart(i), 4)),
+                State::Down => {
+                    options.push((Fault::Restart(i), 4));
+                    options.push((Fault::RestartUnguarded(i), 2));
+                }
             }
             if self.wiped[i] || wiped < self.tolerance() {
                 options.push((Fault::Wipe(i), 2));
@@ -321,6 +334,25 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_only_restarts_are_drawn() {
+        let with: Vec<u64> = (0..200)
+            .filter(|&seed| {
+                Schedule::generate(seed, 3)
+                    .faults
+                    .iter()
+                    .any(|f| matches!(f, Fault::RestartUnguarded(_)))
+            })
+            .collect();
+        assert!(
+            with.len() >= 20,
+            "only seeds {with:?} restart a container alone"
+        );
+        for seed in 1..=3 {
+            eprintln!("seed {seed}: {}", Schedule::generate(seed, 3));
+        }
+    }
 
     #[test]
     fn a_seed_always_gives_the_same_schedule() {

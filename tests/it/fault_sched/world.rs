@@ -150,6 +150,9 @@ pub struct FaultCluster {
     initial_cluster: Vec<Option<String>>,
     /// Members being remedied: `preflight` saying `join` is expected for them.
     joining: BTreeSet<usize>,
+    /// Members whose last guarded start was refused: their etcd container never
+    /// ran in this Pod, so a container-only restart is not possible for them.
+    refused: BTreeSet<usize>,
     scratch: tempfile::TempDir,
     preflights: u64,
     clock: Instant,
@@ -176,6 +179,7 @@ impl FaultCluster {
             events: Vec::new(),
             verbose: false,
             joining: BTreeSet::new(),
+            refused: BTreeSet::new(),
             scratch: tempfile::tempdir().expect("a temp dir for verdict files"),
             preflights: 0,
             clock: Instant::now(),
@@ -250,7 +254,17 @@ impl FaultCluster {
                 m(i).wipe_data_dir();
                 self.event(format!("{fault} (kill -9, data dir emptied)"));
             }
-            Fault::Restart(i) => {
+            Fault::RestartUnguarded(i)
+                if m(i).data_dir().join("member").exists() && !self.refused.contains(&i) =>
+            {
+                if m(i).is_running() {
+                    self.event(format!("{fault}: running, nothing to do"));
+                } else {
+                    self.spawn(i);
+                    self.event(format!("{fault}: started without preflight"));
+                }
+            }
+            Fault::Restart(i) | Fault::RestartUnguarded(i) => {
                 if m(i).is_running() {
                     self.event(format!("{fault}: running, nothing to do"));
                 } else {
@@ -275,8 +289,10 @@ impl FaultCluster {
         if self.mode == Mode::Guarded {
             let p = self.preflight(i);
             if p.code != 0 {
+                self.refused.insert(i);
                 return Err(p);
             }
+            self.refused.remove(&i);
             let expected = if self.joining.contains(&i) {
                 "join"
             } else {
