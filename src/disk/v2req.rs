@@ -344,4 +344,24 @@ mod tests {
         );
         assert_eq!(r.examples[0].index, 5);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_payload_is_classified_without_panicking(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            prefix in 0usize..3,
+        ) {
+            // Half-formed v2 requests too: a method field up front.
+            let mut bytes = match prefix {
+                0 => Vec::new(),
+                1 => vec![0x12, 0x03, b'P', b'U', b'T'],
+                _ => vec![0x12, 0x05, 0x12, 0x03, b'G', b'E', b'T'],
+            };
+            bytes.extend_from_slice(&data);
+            let mut log = V2Log::default();
+            log.entry(1, 1, &bytes);
+            let _ = is_member_attributes(&String::from_utf8_lossy(&data));
+            proptest::prop_assert!(log.seen <= 1);
+        }
+    }
 }
