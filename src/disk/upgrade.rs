@@ -125,15 +125,18 @@ fn fmt_line((a, b): (u32, u32)) -> String {
     format!("{a}.{b}")
 }
 
-/// The newest cluster version the directory records (backend or `.snap`), as
-/// etcd reads it at start.
+/// The cluster version the directory records, as current as the files tell:
+/// the backend's (`cluster/clusterVersion`, written as each change is applied,
+/// so at or past the start snapshot), else the `.snap`'s (3.4 keeps it only in
+/// the v2 store). Not the larger of the two: after `etcdctl downgrade enable`
+/// the backend holds the lowered version while an older `.snap` still holds the
+/// one before, and etcd replays the WAL past that `.snap` to the lowered one.
 fn cluster_line(r: &Inspection) -> Option<(u32, u32)> {
-    let backend = r
-        .backend
+    r.backend
         .as_ref()
         .and_then(|b| b.cluster_version.as_deref())
-        .and_then(line_of);
-    backend.max(r.snap_cluster_version.as_deref().and_then(line_of))
+        .or(r.snap_cluster_version.as_deref())
+        .and_then(line_of)
 }
 
 /// Runs the check for `target` on an inspected directory. An empty directory,

@@ -1370,11 +1370,13 @@ fn bad_input_gets_a_clear_error_and_the_right_exit_code_never_a_panic_or_a_hang(
 // The benchmark's data (scripts/bench)
 // ---------------------------------------------------------------------------
 
-/// Not a check: builds the data dir `scripts/bench` measures. A single etcd 3.5.1
-/// member takes `BENCH_WAL_MIB` (default 1100) MiB of 1 MiB values through the
-/// harness's gRPC bulk writer, goes quiet and stops; its data dir is then moved to
-/// `$BENCH_OUT/data` (same file system) and the status etcd reported before the
-/// stop is written to `$BENCH_OUT/status.json`.
+/// Not a check: builds the data dir `scripts/bench` measures. A single etcd
+/// member of `BENCH_VERSION` (default 3.5, the legacy 3.5.1; `3.6`, `3.7`, `3.5-latest`)
+/// takes `BENCH_WAL_MIB` (default 1100) MiB of 1 MiB values through the
+/// harness's gRPC bulk writer (`--max-wals=0`: etcd purges no segment), goes
+/// quiet and stops; its data dir is then moved to `$BENCH_OUT/data` (same file
+/// system) and the status etcd reported before the stop is written to
+/// `$BENCH_OUT/status.json`.
 #[test]
 #[ignore = "builds a gigabyte of WAL for scripts/bench"]
 fn bench_builds_a_gigabyte_of_wal_for_scripts_bench() {
@@ -1385,10 +1387,18 @@ fn bench_builds_a_gigabyte_of_wal_for_scripts_bench() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1100);
-    let cluster = Cluster::builder(EtcdVersion::V3_5)
+    let version = std::env::var("BENCH_VERSION")
+        .ok()
+        .map(|v| {
+            crate::fault_sched::world::parse_version(&v)
+                .unwrap_or_else(|| panic!("BENCH_VERSION={v}: not an etcd line"))
+        })
+        .unwrap_or(EtcdVersion::V3_5);
+    let cluster = Cluster::builder(version)
         .snapshot_count(500)
         .token("inspect-bench")
         .arg("--quota-backend-bytes=8589934592")
+        .arg("--max-wals=0")
         .start();
     let m = &cluster[0];
     cluster.put_many("small/", 1000, 100);
