@@ -778,6 +778,37 @@ async fn pod_check_on_a_real_pod_finds_the_deleted_configmap_through_every_kind_
         [("stuck-container".to_owned(), "etcd".to_owned())],
         "{step}\n{run}"
     );
+
+    // Every hazard found is a Warning Event on the Pod (its real UID), once
+    // however many checks found it: 4 references and the stuck container.
+    let events = pod_events(&w, POD).await;
+    let mut reasons: Vec<&str> = events
+        .iter()
+        .map(|e| e.reason.as_deref().unwrap_or_default())
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        [
+            "missing-reference",
+            "missing-reference",
+            "missing-reference",
+            "missing-reference",
+            "stuck-container"
+        ],
+        "{events:?}"
+    );
+    let uid = Api::<Pod>::namespaced(w.admin.clone(), NS)
+        .get(POD)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metadata
+        .uid;
+    for e in &events {
+        assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+        assert_eq!(e.count, Some(1), "{e:?}");
+        assert_eq!(e.involved_object.uid, uid, "{e:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1546,4 +1577,67 @@ async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_clos
             step,
             &format!("member ID in the WAL is {member_id} but the witness Lease says {MEMBER_ID}"),
         );
+}
+
+/// Issue 17 item 3 through the Lease: a member re-bootstrapped on a wiped
+/// volume (same IDs, a short log) is not Ready under a new Pod's sidecar,
+/// whose emptyDir holds no witness file: the Lease's raft index, read at
+/// boot, is the high-water mark — and the sidecar's renewals never lower it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pods_sidecar_takes_the_leases_raft_index_as_its_high_water_mark() {
+    use crate::serve_support::Serve;
+    let etcd = Cluster::builder(EtcdVersion::V3_5)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    off_runtime(|| etcd.put_many("kept/", 60, 16));
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    let sidecar = || {
+        Serve::beside(m0.client_url())
+            .data_dir(m0.data_dir())
+            .arg("--kube=true")
+            .arg(format!("--namespace={NS}"))
+            .arg(format!("--pod-name={name}"))
+            .arg(format!("--kubeconfig={}", w.kubeconfig()))
+            .arg("--kube-interval=1s")
+            .arg("--witness-interval=1s")
+            .start()
+    };
+    let serve = off_runtime(sidecar);
+    let lease = wait_lease(&w, &lease_name, "serve writes the witness", |l| {
+        annotation(l, &format!("{WITNESS}raft-index"))
+            .parse::<u64>()
+            .is_ok_and(|i| i >= 60)
+    })
+    .await;
+    let mark: u64 = annotation(&lease, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_default();
+    drop(serve);
+
+    // The volume is wiped; etcd re-bootstraps under the same IDs.
+    off_runtime(|| {
+        m0.kill9();
+        m0.wipe_data_dir();
+        m0.start();
+        m0.wait_healthy();
+    });
+    // A new Pod: a fresh emptyDir, so no witness file; only the Lease knows.
+    let serve = off_runtime(sidecar);
+    let said = off_runtime(|| serve.wait_readyz_saying(503, "high-water mark"));
+    assert!(said.contains(&format!("{mark}")), "{said}");
+    // Renewals keep the mark: the Lease's index never goes down.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = leases(&w.admin, NS)
+        .get(&lease_name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kept: u64 = annotation(&after, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_default();
+    assert_eq!(kept, mark, "{after:?}\n{}", serve.log());
+    drop(serve);
 }
