@@ -314,6 +314,9 @@ pub struct ServeArgs {
     /// How often the pod-check looks for latent hazards (with --kube).
     #[arg(long, env = "AGENT_HAZARD_INTERVAL", default_value = "60s", value_parser = crate::duration::parse)]
     pub hazard_interval: Duration,
+    /// How often the witness Lease (etcd-witness-<member>) is renewed (with --kube); its leaseDurationSeconds is three periods.
+    #[arg(long, env = "AGENT_WITNESS_INTERVAL", default_value = "10s", value_parser = crate::duration::parse)]
+    pub witness_interval: Duration,
     /// At most this many WatchIdentity streams at once; more get RESOURCE_EXHAUSTED.
     #[arg(long, env = "AGENT_MAX_WATCHERS", default_value_t = 64)]
     pub max_watchers: usize,

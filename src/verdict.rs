@@ -164,6 +164,10 @@ pub enum Row {
     /// 9a: as 9, but the EtcdMember names an earlier Pod of this member.
     #[serde(rename = "9a")]
     BootstrapEarlierPod,
+    /// 9b: as 9, but the witness Lease could not be read: the one source that
+    /// knows whether the seed started before the operator latched its IDs.
+    #[serde(rename = "9b")]
+    BootstrapWitnessUnread,
     /// 10: empty, and the live cluster does not list this member.
     #[serde(rename = "10")]
     NotListed,
@@ -177,7 +181,7 @@ pub enum Row {
 
 impl Row {
     /// Every row, in the order of the documented table.
-    pub const ALL: [Row; 24] = [
+    pub const ALL: [Row; 25] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -199,6 +203,7 @@ impl Row {
         Row::JoinUntrusted,
         Row::Bootstrap,
         Row::BootstrapEarlierPod,
+        Row::BootstrapWitnessUnread,
         Row::NotListed,
         Row::NoEvidence,
         Row::AllowedWithoutEvidence,
@@ -228,6 +233,7 @@ impl Row {
             Row::JoinUntrusted => "8b",
             Row::Bootstrap => "9",
             Row::BootstrapEarlierPod => "9a",
+            Row::BootstrapWitnessUnread => "9b",
             Row::NotListed => "10",
             Row::NoEvidence => "11",
             Row::AllowedWithoutEvidence => "11a",
@@ -253,9 +259,11 @@ impl Row {
             }
             Row::Join => Verdict::Join,
             Row::Bootstrap | Row::AllowedWithoutEvidence => Verdict::Bootstrap,
-            Row::JoinUntrusted | Row::BootstrapEarlierPod | Row::NotListed | Row::NoEvidence => {
-                Verdict::PhaseUnknown
-            }
+            Row::JoinUntrusted
+            | Row::BootstrapEarlierPod
+            | Row::BootstrapWitnessUnread
+            | Row::NotListed
+            | Row::NoEvidence => Verdict::PhaseUnknown,
         }
     }
 }
@@ -418,6 +426,22 @@ pub struct OperatorFacts {
     pub pod_uid: Option<String>,
 }
 
+/// What the witness Lease `serve` keeps for this member said (SPEC §2.2):
+/// it exists, so this member's etcd answered its sidecar before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WitnessFacts {
+    /// The Lease's name.
+    pub name: String,
+    /// The member ID it records (`None` when its annotation is unreadable).
+    pub member_id: Option<u64>,
+    /// The cluster ID it records.
+    pub cluster_id: Option<u64>,
+    /// The raft index (high-water mark) it records.
+    pub raft_index: Option<u64>,
+    /// The Pod whose sidecar last wrote it.
+    pub pod_uid: Option<String>,
+}
+
 /// A source that may or may not have answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer<T> {
@@ -457,6 +481,8 @@ pub struct Inputs {
     pub live: Answer<LiveFacts>,
     /// The operator's records.
     pub operator: Answer<OperatorFacts>,
+    /// The witness Lease: `Answered(None)` when there is none (404).
+    pub witness: Answer<Option<WitnessFacts>>,
     /// `ETCD_MEMBER_ID` when non-empty.
     pub hint_member_id: Option<u64>,
     /// `ETCD_CLUSTER_ID` when non-empty.
@@ -585,6 +611,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
     };
     let op = i.operator.get();
     let live = i.live.get();
+    let witness = i.witness.get().and_then(Option::as_ref);
     let mut mismatches = Vec::new();
     let mut warnings = Vec::new();
 
@@ -617,6 +644,11 @@ fn decide_initialized(i: &Inputs) -> Decision {
             what: "member ID",
             source: "ETCD_MEMBER_ID",
             id: i.hint_member_id,
+        },
+        Recorded {
+            what: "member ID",
+            source: "the witness Lease",
+            id: witness.and_then(|w| w.member_id),
         },
     ];
     for r in &recorded {
@@ -719,6 +751,15 @@ fn decide_initialized(i: &Inputs) -> Decision {
         i.hint_cluster_id,
         wal_cluster,
     );
+    if let Some(w) = witness {
+        check(
+            &mut mismatches,
+            "cluster ID",
+            "the witness Lease",
+            w.cluster_id,
+            wal_cluster,
+        );
+    }
     if let Some(recorded) = &i.dir.recorded_peer_urls {
         let overlap = recorded.iter().any(|u| i.me.has_peer_url(u));
         if !i.me.peer_urls.is_empty() && !overlap {
@@ -765,6 +806,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
         || i.hint_member_id == Some(wal_member)
         || i.hint_cluster_id == Some(wal_cluster)
+        || witness
+            .is_some_and(|w| w.member_id == Some(wal_member) || w.cluster_id == Some(wal_cluster))
         || same_token;
 
     // A removal takes one member out and leaves the others: a list of the
@@ -899,6 +942,9 @@ fn decide_initialized(i: &Inputs) -> Decision {
         if i.hint_member_id.is_some() || i.hint_cluster_id.is_some() {
             checked.push("the env hints");
         }
+        if witness.is_some() {
+            checked.push("the witness Lease");
+        }
         let row = if stale.is_empty() {
             Row::Start
         } else {
@@ -1032,6 +1078,32 @@ fn decide_empty(i: &Inputs) -> Decision {
             hex_id(i.hint_member_id.unwrap_or_default())
         ));
     }
+    // The witness exists only because this member's etcd answered its
+    // sidecar. Only a re-added member's new, unstarted ID makes it stale
+    // (as for the recorded IDs); a Lease whose IDs cannot be read still
+    // says that the member started.
+    if let Some(w) = i.witness.get().and_then(Option::as_ref) {
+        let stale = matches!((w.member_id, readded_as), (Some(old), Some(new)) if old != new);
+        if !stale {
+            let ids = match (w.member_id, w.cluster_id) {
+                (Some(m), Some(c)) => format!("member {} of cluster {}", hex_id(m), hex_id(c)),
+                _ => "this member (its IDs unreadable)".to_owned(),
+            };
+            let index = w
+                .raft_index
+                .map(|n| format!(" at raft index {n}"))
+                .unwrap_or_default();
+            let pod = w
+                .pod_uid
+                .as_deref()
+                .map(|u| format!(", written by Pod {u}"))
+                .unwrap_or_default();
+            started.push(format!(
+                "the witness Lease {} records {ids} running{index}{pod}",
+                w.name
+            ));
+        }
+    }
     if seed && readded_as.is_none() {
         if let Some(cid) = op.and_then(|o| o.cluster_id) {
             started.push(format!(
@@ -1150,6 +1222,15 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
                         "find out whether the earlier Pod formed the cluster (its logs, the other members, the operator's events); if it did, treat this as a wiped member (remove and re-add it); if it never started etcd, clear EtcdMember.status.podUID and restart the Pod",
                     );
                 }
+                if let Answer::NoAnswer(why) = &i.witness {
+                    return decision(
+                        Row::BootstrapWitnessUnread,
+                        format!(
+                            "the data directory is empty, this is the seed, and the operator records neither a member ID nor a cluster ID, but the witness Lease could not be read ({why}): the seed may have formed the cluster before the operator latched its IDs"
+                        ),
+                        "let the agent read its witness Lease (RBAC get on leases.coordination.k8s.io, see deploy/base/role.yaml) and retry; if this member never started, that read answers 404 and it bootstraps",
+                    );
+                }
                 let mut d = decision(
                     Row::Bootstrap,
                     "the data directory is empty, this is the seed, and the operator records neither a member ID nor a cluster ID: the cluster has not formed".into(),
@@ -1184,11 +1265,15 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
 }
 
 fn describe_silence(i: &Inputs) -> String {
-    format!(
+    let mut s = format!(
         "live cluster: {}; kubernetes: {}",
         i.live.describe(),
         i.operator.describe()
-    )
+    );
+    if let Answer::NoAnswer(why) = &i.witness {
+        s.push_str(&format!("; witness Lease: {why}"));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -1223,6 +1308,7 @@ mod tests {
             me: me(),
             live: Answer::NotConfigured,
             operator: Answer::NotConfigured,
+            witness: Answer::NotConfigured,
             hint_member_id: None,
             hint_cluster_id: None,
             allow_bootstrap_without_evidence: false,
@@ -1953,5 +2039,99 @@ mod tests {
         // Another token (an earlier incarnation): refused.
         i.me.token = Some("another".into());
         assert_eq!(row(&i), Row::ForeignIncarnation);
+    }
+
+    fn witness(member: u64, cluster: u64) -> Answer<Option<WitnessFacts>> {
+        Answer::Answered(Some(WitnessFacts {
+            name: "etcd-witness-m1".into(),
+            member_id: Some(member),
+            cluster_id: Some(cluster),
+            raft_index: Some(41),
+            pod_uid: Some("0d6f".into()),
+        }))
+    }
+
+    #[test]
+    fn regression_the_pr_355_window_a_witness_lease_refuses_the_empty_seed() {
+        // The seed formed the cluster and its sidecar wrote the Lease; the
+        // operator latched nothing yet; the volume was wiped.
+        let mut i = inputs(DirState::Empty);
+        i.me = seed_me();
+        i.operator = op(true, None, None);
+        i.witness = Answer::Answered(None);
+        assert_eq!(
+            decide(&i).verdict,
+            Verdict::Bootstrap,
+            "no Lease: unchanged"
+        );
+        i.witness = witness(0xa, 0xc);
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseEmptyFormed, Row::EmptyFormed)
+        );
+        assert!(d.reason.contains("the witness Lease etcd-witness-m1 records member 000000000000000a of cluster 000000000000000c running at raft index 41"), "{}", d.reason);
+        // A Lease whose annotations cannot be read still exists.
+        i.witness = Answer::Answered(Some(WitnessFacts {
+            name: "etcd-witness-m1".into(),
+            ..Default::default()
+        }));
+        assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
+        // Without the operator (and no peer) the Lease alone refuses too.
+        i.operator = Answer::NoAnswer("down".into());
+        assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
+        i.allow_bootstrap_without_evidence = true;
+        assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
+    }
+
+    #[test]
+    fn an_unreadable_witness_never_lets_the_seed_bootstrap_on_the_operators_word() {
+        let mut i = inputs(DirState::Empty);
+        i.me = seed_me();
+        i.operator = op(true, None, None);
+        i.witness = Answer::NoAnswer("forbidden".into());
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::PhaseUnknown, Row::BootstrapWitnessUnread)
+        );
+        assert!(d.reason.contains("forbidden"), "{}", d.reason);
+        // Kubernetes off altogether: the witness is not configured, as before.
+        i.witness = Answer::NotConfigured;
+        assert_eq!(decide(&i).verdict, Verdict::Bootstrap);
+    }
+
+    #[test]
+    fn a_witness_of_another_identity_is_foreign_evidence_against_an_initialized_dir() {
+        let mut i = initialized(0xa, 0xc);
+        i.witness = witness(0xa, 0xc);
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::Start, "{}", d.reason);
+        assert!(d.reason.contains("the witness Lease"), "{}", d.reason);
+        i.witness = witness(0xb, 0xc);
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::RefuseForeign, "{}", d.reason);
+        assert!(
+            d.reason.contains("the witness Lease says 000000000000000b"),
+            "{}",
+            d.reason
+        );
+        i.witness = witness(0xa, 0xd);
+        assert_eq!(decide(&i).verdict, Verdict::RefuseForeign);
+        // The live list shows this member started under the directory's ID and
+        // no longer has the Lease's: a stale witness, as for status.memberID.
+        i.witness = witness(0xb, 0xc);
+        i.live = live(0xc, &[(0xa, "m1", ME, true)]);
+        assert_eq!(decide(&i).row, Row::StartStaleRecord);
+    }
+
+    #[test]
+    fn a_readded_member_joins_despite_the_witness_of_its_old_id() {
+        let mut i = inputs(DirState::Empty);
+        i.witness = witness(0xa, 0xc);
+        i.live = live(0xc, &[(0xb, "", ME, false), (0x9, "m0", M0, true)]);
+        assert_eq!(decide(&i).verdict, Verdict::Join);
+        i.witness = witness(0xb, 0xc);
+        assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
     }
 }

@@ -2,6 +2,7 @@
 //! verdict. Each returns the [`Exit`](crate::exit::Exit) it decided; printing is
 //! done here, exiting only in `main`.
 
+pub mod event;
 pub mod inspect;
 pub mod install;
 pub mod pod_check;

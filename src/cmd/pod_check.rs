@@ -240,6 +240,22 @@ pub fn run(args: &PodCheckArgs) -> crate::error::Result<Exit> {
             } else {
                 (Exit::Hazards, Outcome::Hazards)
             };
+            let items: Vec<super::event::Item> = report
+                .hazards
+                .iter()
+                .map(|h| super::event::Item {
+                    reason: h.kind().to_owned(),
+                    key: format!("{}/{}", h.kind(), h.message()),
+                    message: h.message().to_owned(),
+                })
+                .collect();
+            super::event::report(
+                config.kubeconfig.as_ref(),
+                &config.namespace,
+                &config.pod_name,
+                report.uid.as_deref(),
+                &items,
+            );
             let human = human_report(&subject, &report, exit);
             let doc = Doc {
                 outcome,

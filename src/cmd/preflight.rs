@@ -21,12 +21,12 @@ use crate::disk::lock::Probe;
 use crate::disk::upgrade::{self, Target, UpgradeCheck};
 use crate::disk::wal;
 use crate::error::Error;
-use crate::evidence::{self, etcd as live_src, kube as kube_src, Source};
+use crate::evidence::{self, etcd as live_src, kube as kube_src, lease as witness_src, Source};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, write_termination_message};
 use crate::verdict::{
     self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row, SelfFacts,
-    Verdict,
+    Verdict, WitnessFacts,
 };
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
@@ -272,6 +272,24 @@ impl Config {
         })
     }
 
+    /// Reports a refusal as an Event on this Pod (`cmd::event`), when
+    /// Kubernetes is on; never fails.
+    pub fn report_event(&self, verdict: &str, reason: &str) {
+        if let Some(k) = &self.kube {
+            super::event::report(
+                k.kubeconfig.as_ref(),
+                &k.namespace,
+                &k.member_name,
+                self.me.pod_uid.as_deref(),
+                &[super::event::Item {
+                    reason: verdict.to_owned(),
+                    key: verdict.to_owned(),
+                    message: reason.to_owned(),
+                }],
+            );
+        }
+    }
+
     /// The same configuration with another lock probe.
     pub fn with_lock_probe(self, locks: Probe) -> Config {
         Config { locks, ..self }
@@ -371,6 +389,9 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
         cfg.termination_log.as_deref(),
         &termination_message(&report),
     );
+    if exit != Exit::Ok {
+        cfg.report_event(report.verdict.name(), &report.reason);
+    }
     output::emit(args.output.format, &summary(&report), &report)?;
     Ok(exit)
 }
@@ -498,7 +519,14 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         symlinked: dir.symlinked.as_ref().map(|p| p.display().to_string()),
         problem: dir.problem.as_ref().map(|p| p.message.clone()),
     };
-    let (live, operator, live_entry, kube_entry) = gathered.unwrap_or_else(|| {
+    let Gathered {
+        live,
+        operator,
+        witness,
+        live_entry,
+        kube_entry,
+        witness_entry,
+    } = gathered.unwrap_or_else(|| {
         let unused = |source| EvidenceEntry {
             source,
             answered: false,
@@ -506,12 +534,14 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             said: serde_json::Value::Null,
             elapsed_ms: 0,
         };
-        (
-            Answer::NotConfigured,
-            Answer::NotConfigured,
-            unused(Source::Etcd),
-            unused(Source::Kube),
-        )
+        Gathered {
+            live: Answer::NotConfigured,
+            operator: Answer::NotConfigured,
+            witness: Answer::NotConfigured,
+            live_entry: unused(Source::Etcd),
+            kube_entry: unused(Source::Kube),
+            witness_entry: unused(Source::Witness),
+        }
     });
 
     let inputs = verdict::Inputs {
@@ -519,6 +549,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         me: cfg.me.clone(),
         live,
         operator,
+        witness,
         hint_member_id: cfg.hint_member_id,
         hint_cluster_id: cfg.hint_cluster_id,
         allow_bootstrap_without_evidence: cfg.allow_bootstrap_without_evidence,
@@ -570,7 +601,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             "peer_urls": cfg.me.peer_urls,
             "seed_shape": cfg.me.self_only_initial_cluster,
         }),
-        evidence: vec![dir_entry, live_entry, kube_entry, env_entry],
+        evidence: vec![dir_entry, live_entry, kube_entry, env_entry, witness_entry],
         upgrade_check,
         data_dir: dir,
         elapsed_ms: started.elapsed().as_millis() as u64,
@@ -582,18 +613,19 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     })
 }
 
+/// What the network sources said, and their report entries.
+struct Gathered {
+    live: Answer<LiveFacts>,
+    operator: Answer<OperatorFacts>,
+    witness: Answer<Option<WitnessFacts>>,
+    live_entry: EvidenceEntry,
+    kube_entry: EvidenceEntry,
+    witness_entry: EvidenceEntry,
+}
+
 /// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
 /// and cluster ID when its first records could be read.
-async fn gather(
-    cfg: &Config,
-    deadline: Instant,
-    wal: Option<Option<(u64, u64)>>,
-) -> (
-    Answer<LiveFacts>,
-    Answer<OperatorFacts>,
-    EvidenceEntry,
-    EvidenceEntry,
-) {
+async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>) -> Gathered {
     let deadline = tokio::time::Instant::from_std(deadline);
     let live = async {
         let t = Instant::now();
@@ -677,20 +709,40 @@ async fn gather(
     let operator = async {
         let t = Instant::now();
         let Some(target) = &cfg.kube else {
+            let off = "--kube is off (no service-account token mounted)";
             return (
-                Answer::NotConfigured,
-                not_configured(
-                    Source::Kube,
-                    "--kube is off (no service-account token mounted)",
-                ),
+                (Answer::NotConfigured, not_configured(Source::Kube, off)),
+                (Answer::NotConfigured, not_configured(Source::Witness, off)),
             );
         };
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let result = match kube_src::client(target, timeout).await {
-            Ok(client) => kube_src::fetch(&client, target, deadline).await,
-            Err(e) => Err(e),
+        // The records and the witness Lease are asked at once, through one client.
+        let (result, witness) = match kube_src::client(target, timeout).await {
+            Ok(client) => {
+                let (records, lease) =
+                    tokio::join!(kube_src::fetch(&client, target, deadline), async {
+                        let t = Instant::now();
+                        let read = witness_src::read(
+                            &client,
+                            &target.namespace,
+                            &target.member_name,
+                            deadline,
+                        )
+                        .await;
+                        witness_evidence(read, t)
+                    });
+                (records, lease)
+            }
+            Err(e) => {
+                let why = e.to_string();
+                let witness = (
+                    Answer::NoAnswer(why.clone()),
+                    no_answer(Source::Witness, why, t),
+                );
+                (Err(e), witness)
+            }
         };
-        match result {
+        let records = match result {
             Ok(rec) => {
                 let facts = OperatorFacts {
                     bootstrap: rec.member.bootstrap,
@@ -714,10 +766,61 @@ async fn gather(
                     no_answer(Source::Kube, why, t),
                 )
             }
-        }
+        };
+        (records, witness)
     };
-    let ((live, live_entry), (op, kube_entry)) = tokio::join!(live, operator);
-    (live, op, live_entry, kube_entry)
+    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry))) =
+        tokio::join!(live, operator);
+    Gathered {
+        live,
+        operator,
+        witness,
+        live_entry,
+        kube_entry,
+        witness_entry,
+    }
+}
+
+/// The witness Lease's read as evidence: a 404 is an answer (no witness).
+fn witness_evidence(
+    read: Result<
+        Option<witness_src::WitnessRecord>,
+        crate::evidence::client::ApiError<witness_src::LeaseKind>,
+    >,
+    since: Instant,
+) -> (Answer<Option<WitnessFacts>>, EvidenceEntry) {
+    match read {
+        Ok(rec) => {
+            let facts = rec.as_ref().map(|r| WitnessFacts {
+                name: r.name.clone(),
+                member_id: r.member_id,
+                cluster_id: r.cluster_id,
+                raft_index: r.raft_index,
+                pod_uid: r.pod_uid.clone(),
+            });
+            for problem in rec.iter().flat_map(|r| &r.problems) {
+                tracing::warn!(problem = %problem, "the witness Lease exists but is garbled");
+            }
+            let entry = EvidenceEntry {
+                source: Source::Witness,
+                answered: true,
+                error: None,
+                said: match &rec {
+                    Some(r) => json!({"exists": true, "lease": r}),
+                    None => json!({"exists": false}),
+                },
+                elapsed_ms: since.elapsed().as_millis() as u64,
+            };
+            (Answer::Answered(facts), entry)
+        }
+        Err(e) => {
+            let why = e.to_string();
+            (
+                Answer::NoAnswer(why.clone()),
+                no_answer(Source::Witness, why, since),
+            )
+        }
+    }
 }
 
 fn not_configured(source: Source, why: &str) -> EvidenceEntry {

@@ -542,6 +542,9 @@ pub fn run(args: &RestoreArgs) -> crate::error::Result<Exit> {
         plan.termination_log.as_deref(),
         &termination_message(&report),
     );
+    if exit != Exit::Ok {
+        plan.evidence.report_event(report.verdict, &report.reason);
+    }
     output::emit(args.output.format, &summary(&report), &report)?;
     Ok(exit)
 }

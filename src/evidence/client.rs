@@ -257,6 +257,24 @@ pub async fn call<K, T, F, Fut>(
     namespace: &str,
     name: &str,
     deadline: Instant,
+    call: F,
+) -> Result<T, ApiError<K>>
+where
+    K: ApiKind,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ::kube::Error>>,
+{
+    call_verb("get", kind, namespace, name, deadline, call).await
+}
+
+/// As [`call`], for a call whose RBAC verb is `verb` (`create`, `update`):
+/// a 403 names it.
+pub async fn call_verb<K, T, F, Fut>(
+    verb: &'static str,
+    kind: K,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
     mut call: F,
 ) -> Result<T, ApiError<K>>
 where
@@ -269,7 +287,7 @@ where
         let err = match timeout_at(deadline, call()).await {
             Err(_) => return Err(timeout(kind, namespace, name)),
             Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => classify(e, kind, namespace, name),
+            Ok(Err(e)) => classify(e, verb, kind, namespace, name),
         };
         if !err.is_transient() || remaining(deadline) <= backoff {
             return Err(err);
@@ -289,7 +307,13 @@ fn timeout<K: ApiKind>(kind: K, namespace: &str, name: &str) -> ApiError<K> {
 }
 
 /// The client's error as one of [`ApiError`]'s variants.
-fn classify<K: ApiKind>(e: ::kube::Error, kind: K, namespace: &str, name: &str) -> ApiError<K> {
+fn classify<K: ApiKind>(
+    e: ::kube::Error,
+    verb: &'static str,
+    kind: K,
+    namespace: &str,
+    name: &str,
+) -> ApiError<K> {
     let (namespace, name) = (namespace.to_owned(), name.to_owned());
     match e {
         ::kube::Error::Api(status) => {
@@ -305,7 +329,7 @@ fn classify<K: ApiKind>(e: ::kube::Error, kind: K, namespace: &str, name: &str) 
                     message: status.message.clone(),
                 },
                 403 => ApiError::Forbidden {
-                    verb: "get",
+                    verb,
                     kind,
                     namespace,
                     name,

@@ -11,7 +11,9 @@
 
 pub mod client;
 pub mod etcd;
+pub mod events;
 pub mod kube;
+pub mod lease;
 pub mod pod;
 
 /// Which independent source a piece of evidence came from. Serialized as the
@@ -27,16 +29,19 @@ pub enum Source {
     Kube,
     /// `ETCD_MEMBER_ID`/`ETCD_CLUSTER_ID`, frozen into the Pod at creation.
     Env,
+    /// The witness Lease `serve` keeps for this member (`evidence::lease`).
+    Witness,
 }
 
 impl Source {
-    /// The name in every report (`data-dir`, `etcd`, `kube`, `env`).
+    /// The name in every report (`data-dir`, `etcd`, `kube`, `env`, `witness`).
     pub const fn name(self) -> &'static str {
         match self {
             Source::DataDir => "data-dir",
             Source::Etcd => "etcd",
             Source::Kube => "kube",
             Source::Env => "env",
+            Source::Witness => "witness",
         }
     }
 }
@@ -67,7 +72,13 @@ mod tests {
 
     #[test]
     fn a_source_has_one_spelling() {
-        for s in [Source::DataDir, Source::Etcd, Source::Kube, Source::Env] {
+        for s in [
+            Source::DataDir,
+            Source::Etcd,
+            Source::Kube,
+            Source::Env,
+            Source::Witness,
+        ] {
             assert_eq!(
                 serde_json::to_value(s).unwrap(),
                 serde_json::Value::from(s.name())

@@ -294,6 +294,9 @@ pub struct PodReport {
     pub checked_references: usize,
     /// How many distinct objects they name (each was asked for once).
     pub checked_objects: usize,
+    /// The Pod's `metadata.uid`, for Events about it.
+    #[serde(skip)]
+    pub uid: Option<String>,
 }
 
 impl PodReport {
@@ -720,6 +723,7 @@ pub async fn check_pod(
         hazards,
         checked_references: refs.len(),
         checked_objects: objects.len(),
+        uid: pod.metadata.uid.clone(),
     })
 }
 

@@ -70,6 +70,8 @@ pub struct KubeConfig {
     pub timeout: Duration,
     /// How often the pod-check runs.
     pub hazard_interval: Duration,
+    /// How often the witness Lease is renewed.
+    pub witness_interval: Duration,
 }
 
 /// Server-side TLS: a certificate and key, and for mTLS the CA that client

@@ -78,6 +78,10 @@ pub struct Metrics {
     pub reports: Family<ResultLabel, Counter>,
     /// Reads of the operator's records, by result.
     pub operator_reads: Family<ResultLabel, Counter>,
+    /// Writes (create or renewal) of the witness Lease, by result.
+    pub witness_writes: Family<ResultLabel, Counter>,
+    /// The raft index the witness Lease holds after the last write (0 before one).
+    pub witness_raft_index: Gauge,
     /// 1, labelled with the member's identity.
     pub member_info: Family<InfoLabels, Gauge>,
 }
@@ -160,6 +164,16 @@ impl Metrics {
             "operator_reads",
             "Reads of the operator's EtcdMember/EtcdCluster records by result",
             self.operator_reads.clone(),
+        );
+        r.register(
+            "witness_writes",
+            "Creates and renewals of the witness Lease by result (error includes a Lease left alone because it records other IDs)",
+            self.witness_writes.clone(),
+        );
+        r.register(
+            "witness_raft_index",
+            "The raft index (high-water mark) the witness Lease holds after the last write",
+            self.witness_raft_index.clone(),
         );
         r.register(
             "member_info",

@@ -27,6 +27,7 @@ pub mod conn;
 pub mod grpc;
 pub mod http;
 pub mod identity;
+pub mod lease;
 pub mod local;
 pub mod metrics;
 pub mod operator;
@@ -172,7 +173,12 @@ pub async fn run(
             .map(|k| k.timeout + Duration::from_secs(1));
         tasks.spawn(async move {
             let boot = read_boot(&boot_conf).await;
-            let witness = witness::Witness::load(&boot_conf.witness_file);
+            let mut witness = witness::Witness::load(&boot_conf.witness_file);
+            if let Some(kube) = &boot_conf.kube {
+                if let Some(mark) = lease::boot_mark(kube).await {
+                    witness.adopt(mark);
+                }
+            }
             Poller {
                 witness,
                 local,
@@ -206,6 +212,16 @@ pub async fn run(
             shutdown.cancelled().await;
             drop((operator_tx, hazards_tx));
         });
+    }
+
+    if let Some(kube) = config.kube.clone() {
+        tasks.spawn(lease::run(
+            kube,
+            config.pod_uid.clone(),
+            identity.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        ));
     }
 
     if let Some(reporter) = reporter {

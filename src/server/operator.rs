@@ -15,6 +15,7 @@ use super::config::KubeConfig;
 use super::identity::{Hazard, OperatorIds};
 use super::metrics::{Metrics, Outcome};
 use super::poller::{HazardState, OperatorState};
+use crate::evidence::events;
 use crate::evidence::kube;
 use crate::evidence::pod;
 
@@ -27,6 +28,9 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut client: Option<::kube::Client> = None;
+    // Hazards already reported as Events on this Pod (one Event each; the
+    // API server's 409 says so too, this saves the call).
+    let mut reported = std::collections::HashSet::new();
     let mut records = tokio::time::interval(conf.interval);
     records.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut checks = tokio::time::interval(conf.hazard_interval);
@@ -109,10 +113,13 @@ pub async fn run(
                 r = pod::check_pod(&c, &conf.target.namespace, &conf.target.member_name, deadline) => r,
             };
             let new = match result {
-                Ok(report) => HazardState {
-                    hazards: report.hazards.iter().map(hazard).collect(),
-                    error: None,
-                },
+                Ok(report) => {
+                    report_hazards(&c, &conf.target, &report, &mut reported, deadline).await;
+                    HazardState {
+                        hazards: report.hazards.iter().map(hazard).collect(),
+                        error: None,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "pod-check failed");
                     HazardState {
@@ -126,6 +133,37 @@ pub async fn run(
                 *s = new;
                 changed
             });
+        }
+    }
+}
+
+/// Each hazard not reported yet becomes a Warning Event on the Pod (reason:
+/// the hazard's kind); a failure is logged and retried at the next check.
+async fn report_hazards(
+    client: &::kube::Client,
+    target: &kube::KubeTarget,
+    report: &pod::PodReport,
+    reported: &mut std::collections::HashSet<String>,
+    deadline: Instant,
+) {
+    let Some(uid) = report.uid.clone() else {
+        return;
+    };
+    let pod_ref = events::PodRef {
+        namespace: target.namespace.clone(),
+        name: target.member_name.clone(),
+        uid,
+    };
+    for h in &report.hazards {
+        let key = format!("{}/{}", h.kind(), h.message());
+        if reported.contains(&key) {
+            continue;
+        }
+        match events::report(client, &pod_ref, h.kind(), &key, h.message(), deadline).await {
+            Ok(_) => {
+                reported.insert(key);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot report the hazard as an Event on the Pod"),
         }
     }
 }

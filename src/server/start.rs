@@ -120,6 +120,7 @@ pub fn config(args: &ServeArgs) -> Result<Config> {
             interval: positive("--kube-interval", args.kube_interval)?,
             timeout: positive("--kube-timeout", args.kube_timeout)?,
             hazard_interval: positive("--hazard-interval", args.hazard_interval)?,
+            witness_interval: positive("--witness-interval", args.witness_interval)?,
         })
     } else {
         None

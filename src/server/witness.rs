@@ -131,6 +131,35 @@ impl Witness {
         None
     }
 
+    /// Takes the mark the witness Lease holds (read at boot) as a mark too:
+    /// with no file mark it becomes the mark; under the same IDs it raises
+    /// the file's. A file mark of other IDs is this Pod's own and is kept.
+    pub fn adopt(&mut self, lease: Mark) {
+        let changed = match &mut self.mark {
+            None => {
+                self.mark = Some(lease);
+                true
+            }
+            Some(m) if (m.member_id, m.cluster_id) == (lease.member_id, lease.cluster_id) => {
+                if lease.raft_index > m.raft_index {
+                    m.raft_index = lease.raft_index;
+                    m.raft_term = lease.raft_term;
+                    true
+                } else {
+                    false
+                }
+            }
+            Some(_) => false,
+        };
+        if changed {
+            tracing::info!(
+                raft_index = self.mark.as_ref().map_or(0, |m| m.raft_index),
+                "took the witness Lease's raft index as the high-water mark"
+            );
+            self.save();
+        }
+    }
+
     /// Raises the mark to `member`'s position; call only when the member is
     /// otherwise consistent. A member of another identity that is consistent
     /// (the expected identity changed) starts a new mark.
@@ -228,5 +257,32 @@ mod tests {
         assert!(w.check(&member(70)).unwrap().contains("seen at 4"));
         w.observe(&member(70));
         assert_eq!(w.mark().unwrap().raft_index, 50);
+    }
+
+    #[test]
+    fn the_leases_mark_raises_the_files_under_the_same_ids_only() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("witness.json");
+        let lease = |member_id, raft_index| Mark {
+            member_id,
+            cluster_id: 2,
+            raft_index,
+            raft_term: 3,
+            regressed_to: None,
+        };
+        // A new Pod (empty emptyDir): the Lease's mark is the mark.
+        let mut w = Witness::load(&path);
+        w.adopt(lease(1, 80));
+        assert_eq!(w.mark().unwrap().raft_index, 80);
+        assert!(w
+            .check(&member(10))
+            .unwrap()
+            .contains("below the high-water mark 80"));
+        assert_eq!(Witness::load(&path).mark().unwrap().regressed_to, Some(10));
+        // Lower, or of other IDs: the file's stays.
+        let mut w = Witness::load(&path);
+        w.adopt(lease(1, 20));
+        w.adopt(lease(9, 900));
+        assert_eq!(w.mark().unwrap().raft_index, 80);
     }
 }

@@ -778,6 +778,37 @@ async fn pod_check_on_a_real_pod_finds_the_deleted_configmap_through_every_kind_
         [("stuck-container".to_owned(), "etcd".to_owned())],
         "{step}\n{run}"
     );
+
+    // Every hazard found is a Warning Event on the Pod (its real UID), once
+    // however many checks found it: 4 references and the stuck container.
+    let events = pod_events(&w, POD).await;
+    let mut reasons: Vec<&str> = events
+        .iter()
+        .map(|e| e.reason.as_deref().unwrap_or_default())
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        [
+            "missing-reference",
+            "missing-reference",
+            "missing-reference",
+            "missing-reference",
+            "stuck-container"
+        ],
+        "{events:?}"
+    );
+    let uid = Api::<Pod>::namespaced(w.admin.clone(), NS)
+        .get(POD)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metadata
+        .uid;
+    for e in &events {
+        assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+        assert_eq!(e.count, Some(1), "{e:?}");
+        assert_eq!(e.involved_object.uid, uid, "{e:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1045,6 +1076,77 @@ async fn the_example_overlays_resource_names_deny_another_members_record_and_unl
         message.contains(&format!("configmaps \"{CLUSTER_STATE}\" is forbidden")),
         "{run}"
     );
+    // The witness Leases: the listed member's can be created, read and
+    // renewed with the agent's token; another member's is a real 403 for
+    // both verbs that resourceNames narrows.
+    let agent_leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(w.agent.clone(), NS);
+    let mine: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
+        "metadata": {"name": format!("etcd-witness-{listed_member}")},
+        "spec": {"holderIdentity": listed_member},
+    }));
+    agent_leases
+        .create(&PostParams::default(), &mine)
+        .await
+        .unwrap_or_else(|e| panic!("the agent creates its witness Lease: {e}"));
+    let mut read = agent_leases
+        .get(&format!("etcd-witness-{listed_member}"))
+        .await
+        .unwrap_or_else(|e| panic!("the agent reads its witness Lease: {e}"));
+    read.spec
+        .get_or_insert_with(Default::default)
+        .lease_duration_seconds = Some(30);
+    agent_leases
+        .replace(
+            &format!("etcd-witness-{listed_member}"),
+            &PostParams::default(),
+            &read,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the agent renews its witness Lease: {e}"));
+    let theirs: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
+        "metadata": {"name": format!("etcd-witness-{other_member}")},
+        "spec": {"holderIdentity": other_member},
+    }));
+    let admin_leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(w.admin.clone(), NS);
+    let theirs = admin_leases
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_forbidden(
+        agent_leases
+            .get(&format!("etcd-witness-{other_member}"))
+            .await,
+        "reading another member's witness Lease",
+        "get",
+        "leases",
+    );
+    assert_forbidden(
+        agent_leases
+            .replace(
+                &format!("etcd-witness-{other_member}"),
+                &PostParams::default(),
+                &theirs,
+            )
+            .await,
+        "renewing another member's witness Lease",
+        "update",
+        "leases",
+    );
+    // And preflight for that member says the witness could not be read.
+    let step = "preflight for a member the Role does not list: the witness too";
+    let (_d, data) = empty_dir();
+    let initial = seed_initial_cluster(other_member);
+    run_preflight(pod_env(&w, NS, other_member, &initial, &data))
+        .await
+        .source(
+            step,
+            "witness",
+            false,
+            "forbidden: the service account needs RBAC `get` on leases.coordination.k8s.io",
+        );
+
     // Namespaces are cluster-scoped: the agent cannot even see them.
     let namespaces: Api<Namespace> = Api::all(w.agent.clone());
     assert_forbidden(
@@ -1053,4 +1155,489 @@ async fn the_example_overlays_resource_names_deny_another_members_record_and_unl
         "get",
         "namespaces",
     );
+}
+
+// ---------------------------------------------------------------------------
+// The witness Lease (SPEC §2.2, §2.5): serve writes it, preflight and restore
+// read it.
+
+fn leases(client: &Client, ns: &str) -> Api<k8s_openapi::api::coordination::v1::Lease> {
+    Api::namespaced(client.clone(), ns)
+}
+
+/// Waits until the Lease `name` exists and `ok` holds for it; returns it.
+async fn wait_lease(
+    w: &World,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&k8s_openapi::api::coordination::v1::Lease) -> bool,
+) -> k8s_openapi::api::coordination::v1::Lease {
+    let api = leases(&w.admin, NS);
+    let deadline = Deadline::after(patience());
+    loop {
+        let last = api.get_opt(name).await;
+        if let Ok(Some(lease)) = &last {
+            if ok(lease) {
+                return lease.clone();
+            }
+        }
+        assert!(
+            !deadline.passed(),
+            "{what}: the Lease {name} never did: {last:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn annotation<'a>(lease: &'a k8s_openapi::api::coordination::v1::Lease, key: &str) -> &'a str {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+        .unwrap_or_default()
+}
+
+const WITNESS: &str = "etcd-member-agent.cozystack.io/";
+
+/// Runs `f` on a thread of its own: the etcd harness blocks on a runtime of
+/// its own, which a thread driving this test's runtime cannot.
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e),
+    })
+}
+
+/// The Events on Pod `pod` of [`NS`], as `kubectl describe pod` finds them
+/// (by involvedObject).
+async fn pod_events(w: &World, pod: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(w.admin.clone(), NS);
+    let mut list = api
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .unwrap_or_else(|e| panic!("cannot list Events: {e}"))
+        .items;
+    list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    list
+}
+
+/// The window PR 355 leaves open, closed: the seed forms the cluster (real
+/// etcd 3.6), its sidecar (`serve`, with the shipped Role and a real token)
+/// writes the witness Lease, the operator has latched nothing (the
+/// EtcdMember/EtcdCluster statuses are empty), the volume is wiped → preflight
+/// refuses with 10 and restore with 34, where without the Lease preflight says
+/// `bootstrap` (asserted at the end, after the Lease is deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_bootstrapped() {
+    use crate::serve_support::{metric, Serve};
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    off_runtime(|| etcd.put_many("kept/", 20, 16));
+    let member_id = m0.id_hex().expect("m0's ID");
+    let cluster_id = format!(
+        "{:016x}",
+        m0.endpoint_status()["header"]["cluster_id"]
+            .as_u64()
+            .expect("cluster_id")
+    );
+    let scratch_dir = scratch();
+    let snap = scratch_dir.path().join("create-time.db");
+    etcd.snapshot_save(&snap);
+
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    create(
+        &members(&w.admin, NS),
+        member_doc(NS, &name, true, m0.initial_cluster()),
+    )
+    .await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .arg("--kube=true")
+        .arg(format!("--namespace={NS}"))
+        .arg(format!("--pod-name={name}"))
+        .arg("--pod-uid=0d6f5b1e-seed-pod")
+        .arg(format!("--kubeconfig={}", w.kubeconfig()))
+        .arg("--kube-interval=1s")
+        .arg("--witness-interval=1s")
+        .start();
+    let lease = wait_lease(&w, &lease_name, "serve writes the witness", |l| {
+        annotation(l, &format!("{WITNESS}member-id")) == member_id
+    })
+    .await;
+    assert_eq!(
+        annotation(&lease, &format!("{WITNESS}cluster-id")),
+        cluster_id
+    );
+    assert_eq!(
+        annotation(&lease, &format!("{WITNESS}pod-uid")),
+        "0d6f5b1e-seed-pod"
+    );
+    let index: u64 = annotation(&lease, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_else(|e| panic!("raft-index: {e}: {lease:?}"));
+    assert!(index >= 20, "the raft index of 20 writes: {lease:?}");
+    let term: u64 = annotation(&lease, &format!("{WITNESS}raft-term"))
+        .parse()
+        .unwrap_or_else(|e| panic!("raft-term: {e}: {lease:?}"));
+    assert!(term >= 2, "{lease:?}");
+    let spec = lease.spec.clone().unwrap_or_default();
+    assert_eq!(spec.holder_identity.as_deref(), Some(name.as_str()));
+    assert_eq!(spec.lease_duration_seconds, Some(3));
+    // Renewed (an update through the shipped Role), the mark raised by new writes.
+    let first_renewal = spec.renew_time.clone();
+    off_runtime(|| etcd.put_many("more/", 10, 16));
+    let renewed = wait_lease(&w, &lease_name, "serve renews the witness", |l| {
+        let later = l.spec.as_ref().and_then(|s| s.renew_time.clone()) != first_renewal;
+        let raised = annotation(l, &format!("{WITNESS}raft-index"))
+            .parse::<u64>()
+            .is_ok_and(|i| i >= index + 10);
+        later && raised
+    })
+    .await;
+    let mark: u64 = annotation(&renewed, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_default();
+    let metrics = serve.metrics();
+    assert!(
+        metric(&metrics, "etcd_agent_witness_writes_total", "result=\"ok\"").unwrap_or(0.0) >= 2.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "etcd_agent_witness_writes_total",
+            "result=\"error\""
+        ),
+        None,
+        "{metrics}\n{}",
+        serve.log()
+    );
+    // The operator's status is still empty: only the Lease knows.
+    let rec = members(&w.admin, NS)
+        .get(&name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rec.data.get("status"), None, "{:?}", rec.data);
+    drop(serve);
+
+    // The volume is wiped.
+    m0.stop();
+    m0.wipe_data_dir();
+    let mut env = m0.agent_env();
+    for (k, v) in pod_env(&w, NS, &name, m0.initial_cluster(), m0.data_dir()) {
+        if [
+            "AGENT_KUBE",
+            "POD_NAMESPACE",
+            "POD_NAME",
+            "KUBECONFIG",
+            "ETCD_PEER_ENDPOINTS",
+        ]
+        .contains(&k.as_str())
+        {
+            env = with(&env, &k, &v);
+        }
+    }
+    let env = with(&env, "POD_UID", "5c1d9a70-new-pod");
+    let step = "the wiped seed, the Lease written, nothing latched";
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 10, "refuse-empty-formed")
+        .row(step, "7")
+        .source(step, "witness", true, "")
+        .reason_mentions(
+            step,
+            &format!("the witness Lease {lease_name} records member {member_id} of cluster {cluster_id} running at raft index {mark}"),
+        );
+    assert_eq!(v.evidence("witness")["said"]["exists"], true, "{}", v.run);
+
+    let step = "restore on the wiped seed";
+    let mut args: Vec<String> = ["restore", "-o", "json", "--from-file"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(snap.display().to_string());
+    let tool = EtcdVersion::V3_6
+        .etcdutl()
+        .expect("3.6 ships etcdutl")
+        .display()
+        .to_string();
+    let restore_env = with(&env, "ETCDUTL_PATH", tool);
+    let run = match tokio::task::spawn_blocking(move || run_agent(&args, &restore_env)).await {
+        Ok(run) => run,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    assert_eq!(run.code, 34, "{step}\n{run}");
+    assert_eq!(run.json()["exit_code"], 34, "{step}\n{run}");
+    assert!(
+        run.json()["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("witness Lease"),
+        "{step}\n{run}"
+    );
+    assert!(
+        entries(m0.data_dir()).is_empty(),
+        "{step}: nothing restored: {:?}",
+        entries(m0.data_dir())
+    );
+
+    // Both refusals are Events on the Pod, one each.
+    let events = pod_events(&w, &name).await;
+    let mut reasons: Vec<&str> = events
+        .iter()
+        .map(|e| e.reason.as_deref().unwrap_or_default())
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        ["refuse-empty-formed", "refuse-formed"],
+        "{events:?}"
+    );
+
+    // Today's behaviour without the Lease: the operator's empty status is
+    // taken as "never formed".
+    leases(&w.admin, NS)
+        .delete(&lease_name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete the Lease: {e}"));
+    let step = "the same, the Lease deleted";
+    run_preflight(env)
+        .await
+        .expect(step, 0, "bootstrap")
+        .source(step, "witness", true, "");
+}
+
+/// A real member's data dir against its witness: the Lease's IDs are
+/// checked like the operator's record (another member ID → foreign), and a
+/// Lease the agent may not read (another namespace: a real 403) never lets
+/// an empty seed bootstrap on the operator's empty status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_closed() {
+    let w = World::start().await;
+    let initial = seed_initial_cluster(MEMBER);
+    create(
+        &members(&w.admin, NS),
+        member_doc(NS, MEMBER, true, &initial),
+    )
+    .await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+    let step = "no Lease: unchanged";
+    let (_d, data) = empty_dir();
+    run_preflight(pod_env(&w, NS, MEMBER, &initial, &data))
+        .await
+        .expect(step, 0, "bootstrap")
+        .source(step, "witness", true, "");
+
+    let lease_name = format!("etcd-witness-{MEMBER}");
+    let lease: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
+        "metadata": {"name": lease_name, "annotations": {
+            format!("{WITNESS}member-id"): MEMBER_ID,
+            format!("{WITNESS}cluster-id"): CLUSTER_ID,
+            format!("{WITNESS}raft-term"): "2",
+            format!("{WITNESS}raft-index"): "41",
+        }},
+        "spec": {"holderIdentity": MEMBER},
+    }));
+    leases(&w.admin, NS)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let step = "a Lease for this member";
+    let (_d, data) = empty_dir();
+    let env = with(
+        &pod_env(&w, NS, MEMBER, &initial, &data),
+        "POD_UID",
+        "5c1d9a70-this-pod",
+    );
+    // run_preflight checks every run's termination message (the verdict,
+    // reason and remedy of the document) whatever the Event did.
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 10, "refuse-empty-formed").reason_mentions(
+        step,
+        &format!("the witness Lease {lease_name} records member {MEMBER_ID}"),
+    );
+    // The refusal is an Event on the Pod, once however often preflight runs.
+    let reason = v.doc()["reason"].as_str().unwrap_or_default().to_owned();
+    run_preflight(env)
+        .await
+        .expect("the init container restarted", 10, "refuse-empty-formed");
+    let events = pod_events(&w, MEMBER).await;
+    assert_eq!(events.len(), 1, "one Event per verdict per Pod: {events:?}");
+    let e = &events[0];
+    assert_eq!(e.reason.as_deref(), Some("refuse-empty-formed"), "{e:?}");
+    assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+    assert_eq!(e.message.as_deref(), Some(reason.as_str()), "{e:?}");
+    assert_eq!(e.count, Some(1), "{e:?}");
+    assert_eq!(e.involved_object.kind.as_deref(), Some("Pod"), "{e:?}");
+    assert_eq!(
+        e.involved_object.uid.as_deref(),
+        Some("5c1d9a70-this-pod"),
+        "{e:?}"
+    );
+
+    // The same member in another namespace, whose Role the agent lacks: the
+    // operator's record is unreadable too there, so give it a Role covering
+    // the records but not the Leases, as a stale deploy/base would.
+    w.api.create_namespace(OTHER_NS).await;
+    create(
+        &members(&w.admin, OTHER_NS),
+        member_doc(OTHER_NS, MEMBER, true, &initial),
+    )
+    .await;
+    create(&clusters(&w.admin, OTHER_NS), cluster_doc(OTHER_NS)).await;
+    let roles: Api<Role> = Api::namespaced(w.admin.clone(), OTHER_NS);
+    roles
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "metadata": {"name": "records-only"},
+                "rules": [{"apiGroups": [GROUP], "resources": ["etcdmembers", "etcdclusters"], "verbs": ["get"]}],
+            })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(w.admin.clone(), OTHER_NS);
+    bindings
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "metadata": {"name": "records-only"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "records-only"},
+                "subjects": [{"kind": "ServiceAccount", "name": AGENT_SERVICE_ACCOUNT, "namespace": NS}],
+            })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent_members = members(&w.agent, OTHER_NS);
+    let deadline = Deadline::after(patience());
+    while agent_members.get(MEMBER).await.is_err() {
+        assert!(!deadline.passed(), "the records-only Role is not in force");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_forbidden(
+        leases(&w.agent, OTHER_NS).get(&lease_name).await,
+        "reading a Lease without the Lease rules",
+        "get",
+        "leases",
+    );
+    let step = "the seed, nothing latched, the Lease unreadable (403)";
+    let (_d, data) = empty_dir();
+    let v = run_preflight(pod_env(&w, OTHER_NS, MEMBER, &initial, &data)).await;
+    v.expect(step, 14, "phase-unknown")
+        .row(step, "9b")
+        .source(step, "kube", true, "")
+        .source(
+            step,
+            "witness",
+            false,
+            "forbidden: the service account needs RBAC `get` on leases.coordination.k8s.io",
+        );
+
+    // An initialized dir of another member ID than the Lease's.
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    let member_id = m0.id_hex().expect("m0's ID");
+    m0.stop();
+    let name = m0.name().to_owned();
+    let other_lease: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
+        "metadata": {"name": format!("etcd-witness-{name}"), "annotations": {
+            format!("{WITNESS}member-id"): MEMBER_ID,
+            format!("{WITNESS}cluster-id"): CLUSTER_ID,
+            format!("{WITNESS}raft-term"): "2",
+            format!("{WITNESS}raft-index"): "41",
+        }},
+    }));
+    leases(&w.admin, NS)
+        .create(&PostParams::default(), &other_lease)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut env = m0.agent_env();
+    for (k, v) in pod_env(&w, NS, &name, m0.initial_cluster(), m0.data_dir()) {
+        if ["AGENT_KUBE", "POD_NAMESPACE", "POD_NAME", "KUBECONFIG"].contains(&k.as_str()) {
+            env = with(&env, &k, &v);
+        }
+    }
+    let step = "a real member's dir, the Lease of another member ID";
+    run_preflight(env)
+        .await
+        .expect(step, 11, "refuse-foreign")
+        .reason_mentions(
+            step,
+            &format!("member ID in the WAL is {member_id} but the witness Lease says {MEMBER_ID}"),
+        );
+}
+
+/// Issue 17 item 3 through the Lease: a member re-bootstrapped on a wiped
+/// volume (same IDs, a short log) is not Ready under a new Pod's sidecar,
+/// whose emptyDir holds no witness file: the Lease's raft index, read at
+/// boot, is the high-water mark — and the sidecar's renewals never lower it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pods_sidecar_takes_the_leases_raft_index_as_its_high_water_mark() {
+    use crate::serve_support::Serve;
+    let etcd = Cluster::builder(EtcdVersion::V3_5)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    off_runtime(|| etcd.put_many("kept/", 60, 16));
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    let sidecar = || {
+        Serve::beside(m0.client_url())
+            .data_dir(m0.data_dir())
+            .arg("--kube=true")
+            .arg(format!("--namespace={NS}"))
+            .arg(format!("--pod-name={name}"))
+            .arg(format!("--kubeconfig={}", w.kubeconfig()))
+            .arg("--kube-interval=1s")
+            .arg("--witness-interval=1s")
+            .start()
+    };
+    let serve = off_runtime(sidecar);
+    let lease = wait_lease(&w, &lease_name, "serve writes the witness", |l| {
+        annotation(l, &format!("{WITNESS}raft-index"))
+            .parse::<u64>()
+            .is_ok_and(|i| i >= 60)
+    })
+    .await;
+    let mark: u64 = annotation(&lease, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_default();
+    drop(serve);
+
+    // The volume is wiped; etcd re-bootstraps under the same IDs.
+    off_runtime(|| {
+        m0.kill9();
+        m0.wipe_data_dir();
+        m0.start();
+        m0.wait_healthy();
+    });
+    // A new Pod: a fresh emptyDir, so no witness file; only the Lease knows.
+    let serve = off_runtime(sidecar);
+    let said = off_runtime(|| serve.wait_readyz_saying(503, "high-water mark"));
+    assert!(said.contains(&format!("{mark}")), "{said}");
+    // Renewals keep the mark: the Lease's index never goes down.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = leases(&w.admin, NS)
+        .get(&lease_name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kept: u64 = annotation(&after, &format!("{WITNESS}raft-index"))
+        .parse()
+        .unwrap_or_default();
+    assert_eq!(kept, mark, "{after:?}\n{}", serve.log());
+    drop(serve);
 }

@@ -361,6 +361,8 @@ fn parse_object_path(path: &str) -> Option<ObjectPath<'_>> {
             (GROUP, rest, &["etcdmembers", "etcdclusters"])
         } else if let Some(rest) = path.strip_prefix("/api/v1/namespaces/") {
             ("", rest, &["pods", "configmaps", "secrets"])
+        } else if let Some(rest) = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/") {
+            ("coordination.k8s.io", rest, &["leases"])
         } else {
             return None;
         };

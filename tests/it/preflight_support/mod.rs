@@ -229,7 +229,11 @@ fn check_outputs(run: &AgentRun, verdict_file: &Path, termination_log: &Path) {
         .iter()
         .map(|e| e["source"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(sources, ["data-dir", "etcd", "kube", "env"], "{run}");
+    assert_eq!(
+        sources,
+        ["data-dir", "etcd", "kube", "env", "witness"],
+        "{run}"
+    );
     for e in evidence {
         let answered = e["answered"]
             .as_bool()

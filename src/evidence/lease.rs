@@ -1,0 +1,378 @@
+//! The witness outside the volume (SPEC §2.2, §2.5): a `coordination.k8s.io/v1`
+//! Lease per member, in the Pod's namespace, named [`lease_name`] of the member
+//! (`etcd-witness-<member>`). `serve` writes it as soon as the local member
+//! answers and renews it while it runs; `preflight` and `restore` read it.
+//!
+//! Why a Lease. The data dir is the member's only memory, and the operator's
+//! record is latched late (`status.memberID` once the member was Ready) or not
+//! at all while the operator is down: between the seed forming the cluster and
+//! the latch, a wiped seed looked like one that never started (the window PR
+//! 355 leaves open). The Lease is written by the member's own sidecar, outside
+//! the volume, the moment etcd answers: its existence says "this member started
+//! before", and its annotations say under which identity and how far its raft
+//! log got (a high-water mark that never decreases while the IDs stay the same,
+//! so a restart of `serve` or a new Pod keeps it).
+//!
+//! The Lease's `spec` is used as Kubernetes tools expect: `holderIdentity` is
+//! the Pod's name, `renewTime` the last renewal, `leaseDurationSeconds` three
+//! renewal periods (a Lease not renewed within it is a stale witness: its
+//! sidecar is gone). The facts are annotations ([`MEMBER_ID`], [`CLUSTER_ID`],
+//! [`RAFT_TERM`], [`RAFT_INDEX`], [`POD_UID`]), IDs as 16-digit hex.
+//!
+//! Nothing here decides: a Lease that cannot be parsed is reported with what
+//! is wrong with it ([`WitnessRecord::problems`]); what its existence means is
+//! `verdict`'s business.
+
+use ::kube::api::{Api, ObjectMeta, PostParams};
+use ::kube::Client;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::client::{call, call_verb, ApiError, ApiKind};
+use crate::disk::ids::{hex_id, parse_hex_id};
+
+/// The annotations' common prefix.
+pub const PREFIX: &str = "etcd-member-agent.cozystack.io/";
+/// The member ID (16-digit hex) the witness is about.
+pub const MEMBER_ID: &str = "etcd-member-agent.cozystack.io/member-id";
+/// Its cluster ID (16-digit hex).
+pub const CLUSTER_ID: &str = "etcd-member-agent.cozystack.io/cluster-id";
+/// The raft term at [`RAFT_INDEX`].
+pub const RAFT_TERM: &str = "etcd-member-agent.cozystack.io/raft-term";
+/// The highest raft index the member was seen at under these IDs.
+pub const RAFT_INDEX: &str = "etcd-member-agent.cozystack.io/raft-index";
+/// The UID of the Pod whose sidecar last wrote the Lease.
+pub const POD_UID: &str = "etcd-member-agent.cozystack.io/pod-uid";
+
+/// The Lease of member `member`: `etcd-witness-<member>`. One Lease per member
+/// name; the operator's member names (`<cluster>-<random>`) are never reused,
+/// so a new member never inherits an old witness.
+pub fn lease_name(member: &str) -> String {
+    format!("etcd-witness-{member}")
+}
+
+/// The kind read and written here, as errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct LeaseKind;
+
+impl std::fmt::Display for LeaseKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lease")
+    }
+}
+
+impl ApiKind for LeaseKind {
+    fn rbac_resource(self) -> String {
+        "leases.coordination.k8s.io".to_owned()
+    }
+
+    fn not_served(self) -> String {
+        "leases.coordination.k8s.io/v1".to_owned()
+    }
+
+    fn rbac_needed(self) -> &'static str {
+        "a Role with get and update on leases (narrowed with resourceNames to the witness Leases) and create on leases"
+    }
+}
+
+/// What one witness Lease says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WitnessRecord {
+    /// The Lease's name.
+    pub name: String,
+    /// `spec.holderIdentity`: the Pod that last wrote it.
+    pub holder: Option<String>,
+    /// The member ID annotation.
+    #[serde(with = "crate::disk::ids::serde_hex::option")]
+    pub member_id: Option<u64>,
+    /// The cluster ID annotation.
+    #[serde(with = "crate::disk::ids::serde_hex::option")]
+    pub cluster_id: Option<u64>,
+    /// The raft term annotation.
+    pub raft_term: Option<u64>,
+    /// The raft index annotation (the high-water mark).
+    pub raft_index: Option<u64>,
+    /// The Pod UID annotation.
+    pub pod_uid: Option<String>,
+    /// `spec.renewTime`, RFC 3339.
+    pub renew_time: Option<String>,
+    /// Annotations that are missing or cannot be parsed (the Lease still exists).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// What `serve` saw and writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The local member's ID.
+    pub member_id: u64,
+    /// Its cluster's ID.
+    pub cluster_id: u64,
+    /// Its raft term.
+    pub raft_term: u64,
+    /// Its raft index.
+    pub raft_index: u64,
+    /// This Pod's name (the holder).
+    pub pod_name: String,
+    /// This Pod's UID, when known.
+    pub pod_uid: Option<String>,
+}
+
+/// What [`write`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// The Lease did not exist and was created.
+    Created(WitnessRecord),
+    /// The Lease was renewed (its mark raised where the member got further).
+    Renewed(WitnessRecord),
+    /// The Lease records other IDs and `overwrite` was not allowed: left as
+    /// it is (neither renewed nor changed), so the evidence is kept.
+    Contradicts(WitnessRecord),
+}
+
+/// Reads the witness of `member`: `Ok(None)` when there is none (404).
+pub async fn read(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    deadline: Instant,
+) -> Result<Option<WitnessRecord>, ApiError<LeaseKind>> {
+    Ok(get(client, namespace, member, deadline)
+        .await?
+        .map(|lease| parse(&lease)))
+}
+
+async fn get(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    deadline: Instant,
+) -> Result<Option<Lease>, ApiError<LeaseKind>> {
+    let name = lease_name(member);
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    match call(LeaseKind, namespace, &name, deadline, || api.get(&name)).await {
+        Ok(lease) => Ok(Some(lease)),
+        Err(ApiError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The facts of a Lease; what cannot be read is named in `problems`.
+pub fn parse(lease: &Lease) -> WitnessRecord {
+    let annotations = lease.metadata.annotations.clone().unwrap_or_default();
+    let mut problems = Vec::new();
+    let mut text = |key: &str| match annotations.get(key).map(|v| v.trim()) {
+        Some(v) if !v.is_empty() => Some(v.to_owned()),
+        _ => {
+            problems.push(format!("annotation {key} is missing"));
+            None
+        }
+    };
+    let member = text(MEMBER_ID);
+    let cluster = text(CLUSTER_ID);
+    let term = text(RAFT_TERM);
+    let index = text(RAFT_INDEX);
+    let pod_uid = annotations
+        .get(POD_UID)
+        .filter(|v| !v.trim().is_empty())
+        .cloned();
+    let mut id = |key: &str, v: Option<String>| {
+        let v = v?;
+        match parse_hex_id(&v) {
+            Ok(id) => id,
+            Err(e) => {
+                problems.push(format!("annotation {key}: {e}"));
+                None
+            }
+        }
+    };
+    let member_id = id(MEMBER_ID, member);
+    let cluster_id = id(CLUSTER_ID, cluster);
+    let mut number = |key: &str, v: Option<String>| {
+        let v = v?;
+        match v.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(e) => {
+                problems.push(format!("annotation {key}: {v:?} is not a number: {e}"));
+                None
+            }
+        }
+    };
+    let raft_term = number(RAFT_TERM, term);
+    let raft_index = number(RAFT_INDEX, index);
+    let spec = lease.spec.as_ref();
+    WitnessRecord {
+        name: lease.metadata.name.clone().unwrap_or_default(),
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        member_id,
+        cluster_id,
+        raft_term,
+        raft_index,
+        pod_uid,
+        renew_time: spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.to_string()),
+        problems,
+    }
+}
+
+/// Creates or renews the witness of `member` with what `serve` observed, by
+/// `deadline`. Under the same IDs the mark only rises (the higher of the
+/// Lease's and the observed index, with its term). A Lease recording other
+/// IDs is replaced only when `overwrite` (the member is consistent with its
+/// expected identity, which changed); otherwise it is left untouched.
+/// `duration_secs` is written as `leaseDurationSeconds`.
+pub async fn write(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    seen: &Observed,
+    overwrite: bool,
+    duration_secs: i32,
+    deadline: Instant,
+) -> Result<Written, ApiError<LeaseKind>> {
+    let name = lease_name(member);
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let pp = PostParams::default();
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let Some(mut lease) = get(client, namespace, member, deadline).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/name", "etcd-member-agent"),
+                        ("app.kubernetes.io/component", "witness"),
+                    ]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                ),
+                annotations: Some(annotations(seen, seen.raft_index, seen.raft_term)),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(seen.pod_name.clone()),
+                lease_duration_seconds: Some(duration_secs),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        let created = call_verb("create", LeaseKind, namespace, &name, deadline, || {
+            api.create(&pp, &lease)
+        })
+        .await?;
+        return Ok(Written::Created(parse(&created)));
+    };
+    let before = parse(&lease);
+    let same_ids =
+        before.member_id == Some(seen.member_id) && before.cluster_id == Some(seen.cluster_id);
+    if !same_ids && !overwrite {
+        return Ok(Written::Contradicts(before));
+    }
+    let (index, term) = match (same_ids, before.raft_index) {
+        (true, Some(mark)) if mark > seen.raft_index => {
+            (mark, before.raft_term.unwrap_or(seen.raft_term))
+        }
+        _ => (seen.raft_index, seen.raft_term),
+    };
+    let mut kept = lease.metadata.annotations.take().unwrap_or_default();
+    kept.retain(|k, _| !k.starts_with(PREFIX));
+    kept.extend(annotations(seen, index, term));
+    lease.metadata.annotations = Some(kept);
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(seen.pod_name.as_str()) {
+        spec.holder_identity = Some(seen.pod_name.clone());
+        spec.acquire_time = Some(now.clone());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+    }
+    spec.lease_duration_seconds = Some(duration_secs);
+    spec.renew_time = Some(now);
+    // `replace` carries the resourceVersion just read: a concurrent writer
+    // makes this a 409, retried at the next renewal, never a lost mark.
+    let renewed = call_verb("update", LeaseKind, namespace, &name, deadline, || {
+        api.replace(&name, &pp, &lease)
+    })
+    .await?;
+    Ok(Written::Renewed(parse(&renewed)))
+}
+
+fn annotations(
+    seen: &Observed,
+    index: u64,
+    term: u64,
+) -> std::collections::BTreeMap<String, String> {
+    let mut a = std::collections::BTreeMap::new();
+    a.insert(MEMBER_ID.to_owned(), hex_id(seen.member_id));
+    a.insert(CLUSTER_ID.to_owned(), hex_id(seen.cluster_id));
+    a.insert(RAFT_TERM.to_owned(), term.to_string());
+    a.insert(RAFT_INDEX.to_owned(), index.to_string());
+    if let Some(uid) = &seen.pod_uid {
+        a.insert(POD_UID.to_owned(), uid.clone());
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(annotations: &[(&str, &str)]) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(lease_name("etcd-x7k2p")),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("etcd-x7k2p".into()),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_written_lease_parses_back() {
+        let seen = Observed {
+            member_id: 0xae36f238164a08ad,
+            cluster_id: 0x769f1c9e0d723d0b,
+            raft_term: 2,
+            raft_index: 41,
+            pod_name: "etcd-x7k2p".into(),
+            pod_uid: Some("5c1d".into()),
+        };
+        let a = annotations(&seen, 41, 2);
+        let pairs: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let rec = parse(&lease(&pairs));
+        assert_eq!(rec.name, "etcd-witness-etcd-x7k2p");
+        assert_eq!(rec.member_id, Some(0xae36f238164a08ad));
+        assert_eq!(rec.cluster_id, Some(0x769f1c9e0d723d0b));
+        assert_eq!((rec.raft_term, rec.raft_index), (Some(2), Some(41)));
+        assert_eq!(rec.pod_uid.as_deref(), Some("5c1d"));
+        assert_eq!(rec.holder.as_deref(), Some("etcd-x7k2p"));
+        assert!(rec.problems.is_empty(), "{:?}", rec.problems);
+        let v = serde_json::to_value(&rec).unwrap();
+        assert_eq!(v["member_id"], "ae36f238164a08ad");
+    }
+
+    #[test]
+    fn a_garbled_lease_names_what_is_wrong_and_still_exists() {
+        let rec = parse(&lease(&[(MEMBER_ID, "not-hex"), (RAFT_INDEX, "-3")]));
+        assert_eq!(rec.member_id, None);
+        assert_eq!(rec.raft_index, None);
+        let all = rec.problems.join("; ");
+        for key in [MEMBER_ID, CLUSTER_ID, RAFT_TERM, RAFT_INDEX] {
+            assert!(all.contains(key), "{all}");
+        }
+    }
+}
