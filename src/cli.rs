@@ -73,6 +73,32 @@ pub struct InspectArgs {
     /// panic on the directory; exit 16 when something blocks.
     #[arg(long, value_name = "VERSION", value_parser = parse_etcd_version)]
     pub upgrade_check: Option<crate::disk::upgrade::Target>,
+    /// The flags of that etcd the check depends on.
+    #[command(flatten)]
+    pub etcd_flags: EtcdFlagArgs,
+}
+
+/// The flags of the etcd about to start that change what it refuses; the same
+/// `ETCD_*` variables etcd reads, so the operator's env reaches both.
+#[derive(Debug, Clone, Args)]
+pub struct EtcdFlagArgs {
+    /// etcd's `--v2-deprecation` (3.6 honours only `write-only-skip-check`,
+    /// which lets it start on custom v2 store content).
+    #[arg(long = "etcd-v2-deprecation", env = "ETCD_V2_DEPRECATION")]
+    pub v2_deprecation: Option<String>,
+    /// etcd's `--max-learners` (default 1).
+    #[arg(long = "etcd-max-learners", env = "ETCD_MAX_LEARNERS")]
+    pub max_learners: Option<u32>,
+}
+
+impl EtcdFlagArgs {
+    /// As the upgrade check takes them.
+    pub fn flags(&self) -> crate::disk::upgrade::EtcdFlags {
+        crate::disk::upgrade::EtcdFlags {
+            v2_deprecation: self.v2_deprecation.clone().filter(|v| !v.is_empty()),
+            max_learners: self.max_learners,
+        }
+    }
 }
 
 /// Parses an etcd version for `--upgrade-check`/`--etcd-version`.
@@ -199,6 +225,9 @@ pub struct PreflightArgs {
     /// etcd image's binary) is asked; without either, no upgrade check runs.
     #[arg(long, env = "ETCD_VERSION", value_parser = parse_etcd_version)]
     pub etcd_version: Option<crate::disk::upgrade::Target>,
+    /// The flags of that etcd the upgrade check depends on.
+    #[command(flatten)]
+    pub etcd_flags: EtcdFlagArgs,
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
     #[arg(long, env = "TERMINATION_LOG")]
     pub termination_log: Option<PathBuf>,

@@ -31,7 +31,10 @@ pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
         running = report.running,
         "inspected data dir"
     );
-    let check = args.upgrade_check.map(|t| upgrade::check(&report, t));
+    let flags = args.etcd_flags.flags();
+    let check = args
+        .upgrade_check
+        .map(|t| upgrade::check(&report, t, &flags));
     let mut text = summary(&report);
     if let Some(c) = &check {
         text.push_str(&upgrade_summary(c));

@@ -56,6 +56,8 @@ pub struct Config {
     /// Whether the etcd binary is asked when no version is given (preflight
     /// yes; restore, which checks a directory it wrote itself, no).
     probe_etcd_version: bool,
+    /// The flags of that etcd the upgrade check depends on.
+    etcd_flags: upgrade::EtcdFlags,
 }
 
 /// Where preflight looks for the etcd about to start when no version is given:
@@ -138,6 +140,7 @@ impl Config {
             a.termination_log.clone(),
         )?;
         cfg.etcd_version = a.etcd_version;
+        cfg.etcd_flags = a.etcd_flags.flags();
         cfg.probe_etcd_version = true;
         Ok(cfg)
     }
@@ -269,6 +272,7 @@ impl Config {
             locks: Probe::Ofd,
             etcd_version: None,
             probe_etcd_version: false,
+            etcd_flags: upgrade::EtcdFlags::default(),
         })
     }
 
@@ -490,7 +494,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         let budget = deadline.saturating_duration_since(Instant::now());
         match etcd_about_to_start(cfg, budget) {
             Ok((target, from)) => {
-                let check = upgrade::check(&dir, target);
+                let check = upgrade::check(&dir, target, &cfg.etcd_flags);
                 tracing::info!(target = %target, from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
                 Some(check)
             }

@@ -218,6 +218,9 @@ pub struct Inspection {
     pub v2_replay: Option<V2Replay>,
     /// The cluster version (`/0/version`) in the `.snap` etcd loads.
     pub snap_cluster_version: Option<String>,
+    /// Each member of that `.snap` and whether it is a learner there.
+    #[serde(skip)]
+    pub snap_member_roles: Vec<(u64, bool)>,
     /// Top-level v2 store nodes with custom content in the `.snap` etcd loads
     /// (3.6 refuses them).
     pub v2_custom: Vec<String>,
@@ -266,6 +269,7 @@ impl Inspection {
             v2_replay: None,
             v2_custom: Vec::new(),
             snap_cluster_version: None,
+            snap_member_roles: Vec::new(),
             learner_flag_stale: Vec::new(),
             symlinked: None,
             running: false,
@@ -802,6 +806,14 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .map(|f| f.v2_custom.clone())
         .unwrap_or_default();
     r.snap_cluster_version = snap_file.as_ref().and_then(|f| f.cluster_version.clone());
+    r.snap_member_roles = snap_file
+        .iter()
+        .flat_map(|f| {
+            f.members
+                .iter()
+                .map(|m| (m.id, m.is_learner || f.learners.contains(&m.id)))
+        })
+        .collect();
     if let (Some(f), Some(b)) = (snap_file.as_ref(), backend.as_ref()) {
         r.learner_flag_stale = stale_learner_flags(&wal, f, b);
     }

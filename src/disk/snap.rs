@@ -401,14 +401,21 @@ struct Shallower {
 /// (v2 auth), which counts only when one of its children has children (an
 /// emptied auth store keeps `/2/enabled`, `/2/users`, `/2/roles`).
 fn custom_content(others: &BTreeMap<String, Shallow>) -> Vec<String> {
+    // `store.Get` leaves out hidden nodes (a name starting with `_`), at every level.
+    let visible = |name: &str| !name.starts_with('_');
     let mut out = Vec::new();
-    for (key, node) in others {
-        let children = node.children.as_ref().filter(|c| !c.is_empty());
+    for (key, node) in others.iter().filter(|(k, _)| visible(k)) {
+        let children = node
+            .children
+            .as_ref()
+            .filter(|c| c.keys().any(|k| visible(k)));
         let custom = match (key.as_str(), children) {
             (_, None) => false,
-            ("2", Some(c)) => c
-                .values()
-                .any(|n| n.children.as_ref().is_some_and(|g| !g.is_empty())),
+            ("2", Some(c)) => c.iter().filter(|(k, _)| visible(k)).any(|(_, n)| {
+                n.children
+                    .as_ref()
+                    .is_some_and(|g| g.keys().any(|k| visible(k)))
+            }),
             (_, Some(_)) => true,
         };
         if custom {
@@ -528,6 +535,11 @@ mod tests {
         // A leaf at the top is not either (etcd counts children only).
         assert!(parse(r#"{"3":{"Value":"x","Children":null}}"#).is_empty());
         assert_eq!(parse(r#"{"1":{"Children":{"k":{"Value":"v"}}}}"#), ["/1"]);
+        // Hidden nodes (`_name`) are not listed by etcd's store.Get.
+        assert!(
+            parse(r#"{"1":{"Children":{"_k":{"Value":"v"}}},"_x":{"Children":{"k":{}}}}"#)
+                .is_empty()
+        );
         assert_eq!(
             parse(r#"{"2":{"Children":{"users":{"Children":{"root":{"Value":"{}"}}}}}}"#),
             ["/2"]

@@ -7,12 +7,13 @@
 //!
 //! | finding | etcd about to start | what etcd does |
 //! |---|---|---|
-//! | `v2-wal-disallowed` | 3.6 | `v2ToV3Request` panics "detected disallowed v2 WAL" on a replayed v2 request other than a member-attributes or cluster-version `PUT` |
-//! | `v2-wal-raw` | 3.7+ | `apply.Apply` panics "unmarshal should never fail" on any replayed raw v2 request |
-//! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store") |
+//! | `v2-wal-disallowed` | 3.6 | `v2ToV3Request` panics "detected disallowed v2 WAL" on a replayed v2 request other than a member-attributes or cluster-version `PUT` (entries above the commit count: the leader commits a follower's tail at once) |
+//! | `v2-wal-raw` | 3.7+ | `apply.Apply` panics "unmarshal should never fail" on a replayed raw v2 request with a path |
+//! | `v2-wal-unknown` | 3.6+ | more v2 requests than are kept, and a truncation below one let go: which are replayed cannot be told |
+//! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store"); a warning under `--v2-deprecation=write-only-skip-check` |
+//! | `too-many-learners` | 3.6+ | `ValidateMaxLearnerConfig` at bootstrap: more learners in the backend (after 3.6's sync of promotions from the `.snap`) than `--max-learners` |
 //! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
 //! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" |
-//! | `v2-wal-uncommitted` | 3.6+ | warning: such requests above the commit are replayed only if the cluster commits them |
 //! | `skipped-minor` | any | warning: etcd upgrades one minor at a time; peers of the old line are refused by the new one |
 //! | `learner-flag-stale` | 3.6+ | warning: 3.6 rewrites the backend's flag from the v2 store; 3.7 reads only the backend |
 
@@ -139,9 +140,23 @@ fn cluster_line(r: &Inspection) -> Option<(u32, u32)> {
         .and_then(line_of)
 }
 
+/// The flags of the etcd about to start that change what it refuses (the same
+/// `ETCD_*` variables etcd reads).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdFlags {
+    /// `--v2-deprecation` (`ETCD_V2_DEPRECATION`): 3.6 honours only
+    /// `write-only-skip-check`, which lets it start on custom v2 store content.
+    pub v2_deprecation: Option<String>,
+    /// `--max-learners` (`ETCD_MAX_LEARNERS`, default 1).
+    pub max_learners: Option<u32>,
+}
+
+/// etcd's `DefaultMaxLearners`.
+const DEFAULT_MAX_LEARNERS: u32 = 1;
+
 /// Runs the check for `target` on an inspected directory. An empty directory,
 /// or one not initialized, has nothing to check (its state decides).
-pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
+pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck {
     let storage = r
         .backend
         .as_ref()
@@ -178,28 +193,36 @@ pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
             list.join(", ")
         };
         let at_least = if v2.bounded { "at least " } else { "" };
+        let beyond = if v2.uncommitted > 0 {
+            format!(
+                " ({} of them above the commit index: the leader commits a follower's tail within a heartbeat, and a lone voter commits its own)",
+                v2.uncommitted
+            )
+        } else {
+            String::new()
+        };
         if t == (3, 6) && v2.disallowed > 0 {
             f.push(Finding {
                 code: "v2-wal-disallowed",
                 blocks: true,
                 message: format!(
-                    "the WAL holds {at_least}{} v2 request(s) after the start snapshot (index {snap_index}) that etcd {target} cannot convert and panics on (\"detected disallowed v2 WAL\"): {}",
+                    "the WAL holds {at_least}{} v2 request(s) after the start snapshot (index {snap_index}) that etcd {target} cannot convert and panics on (\"detected disallowed v2 WAL\"){beyond}: {}",
                     v2.disallowed,
                     examples(false, true)
                 ),
                 rule: "etcd 3.6 etcdserver/apply_v2.go v2ToV3Request; etcd #20809, #20870",
                 remedy: format!(
-                    "keep this member on 3.5 (3.5.20 or newer): remove the v2 data with the v2 API (--enable-v2), then let it take a snapshot past these entries (a lower --snapshot-count for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade"
+                    "keep this member on 3.5 (3.5.20 or newer): remove the v2 data with the v2 API, then turn --enable-v2 off (with it on, every /health probe proposes a v2 QGET through raft) and let the member take a snapshot past these entries (a lower --snapshot-count for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade"
                 ),
             });
         }
-        if t >= (3, 7) && v2.raw > 0 {
+        if t >= (3, 7) && v2.raw_with_path > 0 {
             f.push(Finding {
                 code: "v2-wal-raw",
                 blocks: true,
                 message: format!(
-                    "the WAL holds {at_least}{} raw v2 request(s) after the start snapshot (index {snap_index}); etcd {target} decodes every replayed entry as a v3 request and panics on them (\"unmarshal should never fail\"): {}",
-                    v2.raw,
+                    "the WAL holds {at_least}{} raw v2 request(s) with a path after the start snapshot (index {snap_index}){beyond}; etcd {target} decodes every replayed entry as a v3 request and panics on them (\"unmarshal should never fail\"): {}",
+                    v2.raw_with_path,
                     examples(true, false)
                 ),
                 rule: "etcd 3.7 etcdserver/apply/apply.go Apply (pbutil.MustUnmarshalMessage)",
@@ -208,31 +231,35 @@ pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
                 ),
             });
         }
-        let uncommitted_matters = t >= (3, 6) && v2.uncommitted > 0;
-        if uncommitted_matters {
+        if v2.incomplete {
             f.push(Finding {
-                code: "v2-wal-uncommitted",
-                blocks: false,
+                code: "v2-wal-unknown",
+                blocks: t >= (3, 6),
                 message: format!(
-                    "the WAL holds {} v2 request(s) above the commit index; etcd {target} would panic on them if the cluster commits them rather than overwriting them",
-                    v2.uncommitted
+                    "the WAL holds more v2 requests than are kept ({} of a kind) and raft overwrote part of the log below some that were let go: which of them etcd {target} replays cannot be told",
+                    super::v2req::KEEP
                 ),
-                rule: "etcd 3.6 v2ToV3Request / 3.7 apply.Apply, for entries committed after the start",
-                remedy: "upgrade once this member has a snapshot past them".into(),
+                rule: "etcd 3.6 v2ToV3Request / 3.7 apply.Apply on replayed entries",
+                remedy: "let this member take a snapshot on its current version first, then check again".into(),
             });
         }
     }
 
+    let skip_check = flags.v2_deprecation.as_deref() == Some("write-only-skip-check");
     if t == (3, 6) && !r.v2_custom.is_empty() {
         f.push(Finding {
             code: "v2-store-custom",
-            blocks: true,
+            blocks: !skip_check,
             message: format!(
                 "the snapshot etcd {target} loads (index {snap_index}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\")",
                 r.v2_custom.join(", ")
             ),
             rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351",
-            remedy: "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6 once with --v2-deprecation=write-only-drop-data (drops the v2 data), then upgrade".into(),
+            remedy: if skip_check {
+                "none for the start (--v2-deprecation=write-only-skip-check lets 3.6 load it); remove the v2 data before 3.7".into()
+            } else {
+                "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6 with --v2-deprecation=write-only-skip-check (ETCD_V2_DEPRECATION; 3.6 ignores every other value), then upgrade".into()
+            },
         });
     }
 
@@ -274,7 +301,7 @@ pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
             ),
         });
     }
-    if let Some(d) = dir_line.filter(|d| d.0 == t.0 && d.1 + 1 < t.1) {
+    if let Some(d) = dir_line.filter(|d| d.0 == t.0 && d.1.saturating_add(1) < t.1) {
         f.push(Finding {
             code: "skipped-minor",
             blocks: false,
@@ -291,6 +318,39 @@ pub fn check(r: &Inspection, target: Target) -> UpgradeCheck {
                 t.1 - 1
             ),
         });
+    }
+    if t >= (3, 6) {
+        let max = flags.max_learners.unwrap_or(DEFAULT_MAX_LEARNERS);
+        // 3.6 syncs a promotion the v2 store (.snap) knows into the backend
+        // first (SyncLearnerPromotionIfNeeded); 3.7 takes the backend as it is.
+        let learners = r
+            .backend
+            .iter()
+            .flat_map(|b| &b.members)
+            .filter(|m| m.is_learner)
+            .filter(|m| {
+                t >= (3, 7)
+                    || !r
+                        .snap_member_roles
+                        .iter()
+                        .any(|&(id, learner)| id == m.id && !learner)
+            })
+            .count();
+        if learners > max as usize {
+            f.push(Finding {
+                code: "too-many-learners",
+                blocks: true,
+                message: format!(
+                    "the backend records {learners} learner member(s), more than --max-learners {max}; etcd {target} refuses to start (\"membership: too many learner members in cluster\")"
+                ),
+                rule: "etcd bootstrap ValidateMaxLearnerConfig; stale learner flags of etcd 3.5.1–3.5.19 (etcd #19557)",
+                remedy: if t >= (3, 7) {
+                    "start this member on 3.6.11 or newer first while its .snap still records the promotions (3.6 repairs the flags), or raise --max-learners for one start".into()
+                } else {
+                    "raise --max-learners (ETCD_MAX_LEARNERS) for this start, or let the member take a snapshot on 3.5.20+ (which records the promotions) first".into()
+                },
+            });
+        }
     }
     if t >= (3, 6) && !r.learner_flag_stale.is_empty() {
         let ids: Vec<String> = r
@@ -331,6 +391,10 @@ mod tests {
 
     use crate::disk::layout::{unanswered, Paths};
     use crate::disk::v2req::{V2Replay, V2Request};
+
+    fn check(r: &Inspection, t: Target) -> UpgradeCheck {
+        super::check(r, t, &EtcdFlags::default())
+    }
 
     fn initialized() -> Inspection {
         let mut r = unanswered(
@@ -376,6 +440,7 @@ mod tests {
         r.v2_replay = Some(V2Replay {
             converted: 2,
             raw: 2,
+            raw_with_path: 2,
             examples: vec![v2(true, true)],
             ..V2Replay::default()
         });
@@ -386,20 +451,33 @@ mod tests {
         r.v2_replay = Some(V2Replay {
             disallowed: 1,
             raw: 1,
+            raw_with_path: 1,
             examples: vec![v2(false, true)],
             ..V2Replay::default()
         });
         assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-disallowed", true)]);
-        // Above the commit: a warning.
+        // 3.5's /health QGETs have no path: 3.7 decodes them (a reserved field
+        // and empty messages) and applies nothing; 3.6 still panics.
         r.v2_replay = Some(V2Replay {
-            uncommitted: 1,
+            disallowed: 3,
+            raw: 3,
+            raw_with_path: 0,
             ..V2Replay::default()
         });
-        assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-uncommitted", false)]);
+        assert!(check(&r, t("3.7")).findings.is_empty());
+        assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-disallowed", true)]);
         // Custom v2 content in the .snap: 3.6 only (3.7 does not load it).
         let mut r = initialized();
         r.v2_custom = vec!["/1".into()];
         assert_eq!(codes(&check(&r, t("3.6"))), [("v2-store-custom", true)]);
+        let skip = EtcdFlags {
+            v2_deprecation: Some("write-only-skip-check".into()),
+            ..EtcdFlags::default()
+        };
+        assert_eq!(
+            codes(&super::check(&r, t("3.6"), &skip)),
+            [("v2-store-custom", false)]
+        );
         assert!(check(&r, t("3.7")).findings.is_empty());
         assert!(check(&r, t("3.5")).findings.is_empty());
         // A newer cluster version: every line refuses; an older one is an

@@ -67,6 +67,11 @@ pub struct V2Log {
     pub disallowed: VecDeque<V2Request>,
     /// v2 requests seen in all, overwritten ones included.
     pub seen: u64,
+    /// The highest index let go to keep the bound.
+    pub evicted_up_to: Option<u64>,
+    /// Raft overwrote the log at or below a request that was let go: the kept
+    /// requests no longer tell which ones etcd replays (sticky).
+    pub incomplete: bool,
 }
 
 impl V2Log {
@@ -85,13 +90,18 @@ impl V2Log {
             &mut self.disallowed
         };
         if q.len() == KEEP {
-            q.pop_front();
+            if let Some(gone) = q.pop_front() {
+                self.evicted_up_to = self.evicted_up_to.max(Some(gone.index));
+            }
         }
         q.push_back(req);
     }
 
     /// Drops the requests at or above `index` (raft overwrote the log from there).
     pub fn truncate_from(&mut self, index: u64) {
+        if self.evicted_up_to.is_some_and(|e| e >= index) {
+            self.incomplete = true;
+        }
         for q in [&mut self.converted, &mut self.disallowed] {
             while q.back().is_some_and(|r| r.index >= index) {
                 q.pop_back();
@@ -102,13 +112,17 @@ impl V2Log {
     /// Appends the requests of the log that follows (already truncated).
     pub fn append(&mut self, next: V2Log) {
         self.seen += next.seen;
+        self.incomplete |= next.incomplete;
+        self.evicted_up_to = self.evicted_up_to.max(next.evicted_up_to);
         for (q, more) in [
             (&mut self.converted, next.converted),
             (&mut self.disallowed, next.disallowed),
         ] {
             for r in more {
                 if q.len() == KEEP {
-                    q.pop_front();
+                    if let Some(gone) = q.pop_front() {
+                        self.evicted_up_to = self.evicted_up_to.max(Some(gone.index));
+                    }
                 }
                 q.push_back(r);
             }
@@ -128,18 +142,19 @@ impl V2Log {
     }
 
     /// What etcd replays at start: the kept requests after the start snapshot
-    /// (`after`) and at or below the commit (`commit`); those above the commit
-    /// are counted apart (replayed only once committed).
+    /// (`after`). Those above the commit (`commit`) count too — the leader has
+    /// almost always committed a follower's tail, and a lone voter commits its
+    /// own at once — and are also counted apart.
     pub fn replay(&self, after: u64, commit: u64) -> V2Replay {
         let mut out = V2Replay {
-            bounded: self.converted.len() == KEEP || self.disallowed.len() == KEEP,
+            bounded: self.evicted_up_to.is_some(),
+            incomplete: self.incomplete,
             ..V2Replay::default()
         };
         let mut raw_examples = Vec::new();
         for r in self.between(after, u64::MAX) {
             if r.index > commit {
                 out.uncommitted += 1;
-                continue;
             }
             if r.allowed_by_3_6 {
                 out.converted += 1;
@@ -151,6 +166,9 @@ impl V2Log {
             }
             if r.raw {
                 out.raw += 1;
+                if !r.path.is_empty() {
+                    out.raw_with_path += 1;
+                }
                 if r.allowed_by_3_6 && raw_examples.len() < EXAMPLES {
                     raw_examples.push(r.clone());
                 }
@@ -172,15 +190,22 @@ pub struct V2Replay {
     pub converted: u64,
     /// Requests 3.6 refuses ("detected disallowed v2 WAL").
     pub disallowed: u64,
-    /// Raw requests of either kind (3.7 panics on each: "unmarshal should never fail").
+    /// Raw requests of either kind.
     pub raw: u64,
-    /// v2 requests above the commit: replayed only if the cluster commits them.
+    /// Raw requests with a path (3.7 panics on each: "unmarshal should never
+    /// fail"; the path, field 3, starts with `/`, which no v3 message decodes).
+    /// A path-less one (3.5's `/health` QGET, `SYNC`) decodes under 3.7: field 2
+    /// is reserved there and the empty strings read as empty messages.
+    pub raw_with_path: u64,
+    /// Of them, requests above the commit index.
     pub uncommitted: u64,
     /// A few of them: disallowed ones first, then raw converted ones.
     pub examples: Vec<V2Request>,
     /// More requests of a kind were in the log than are kept ([`KEEP`]): the
     /// counts are lower bounds.
     pub bounded: bool,
+    /// See [`V2Log::incomplete`].
+    pub incomplete: bool,
 }
 
 /// An upper-case word that names an HTTP method, as v2 requests carry it.
@@ -207,23 +232,19 @@ fn as_v2(data: &[u8]) -> Option<(String, String)> {
     Some((method?, path))
 }
 
-/// etcd's `storeMemberAttributeRegexp` (`/0/members/[[:xdigit:]]{1,16}/attributes`),
-/// matched anywhere in the path as Go's `MatchString` does.
+/// A member-attributes path etcd 3.6 converts: `/0/members/<1–16 hex>/attributes`.
+/// etcd matches `storeMemberAttributeRegexp` unanchored, but then parses the
+/// member ID from `path.Dir` and applies it to a known member; a path with
+/// anything before or after panics there, so only the exact shape (what 3.5's
+/// `publish` writes) is converted.
 fn is_member_attributes(path: &str) -> bool {
-    const HEAD: &str = "/0/members/";
-    const TAIL: &str = "/attributes";
-    let mut from = 0;
-    while let Some(at) = path[from..].find(HEAD) {
-        let rest = &path[from + at + HEAD.len()..];
-        let hex = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
-        // Any 1..=16 of the hex digits may be followed by the tail; only a run
-        // ending right before it matters.
-        if (1..=16).any(|n| n <= hex && rest[n..].starts_with(TAIL)) {
-            return true;
-        }
-        from += at + 1;
-    }
-    false
+    let Some(rest) = path.strip_prefix("/0/members/") else {
+        return false;
+    };
+    let Some(hex) = rest.strip_suffix("/attributes") else {
+        return false;
+    };
+    (1..=16).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Classifies a normal entry's payload.
@@ -316,7 +337,8 @@ mod tests {
         assert!(!is_member_attributes(
             "/0/members/1ffffffffffffffff/attributes"
         ));
-        assert!(is_member_attributes("/x/0/members/abc/attributes/y"));
+        assert!(!is_member_attributes("/x/0/members/abc/attributes/y"));
+        assert!(!is_member_attributes("/1/0/members/abc/attributes"));
         assert!(!is_member_attributes("/0/members//attributes"));
         assert!(!is_member_attributes("/0/members/g/attributes"));
     }
@@ -337,12 +359,16 @@ mod tests {
         assert!(log.seen > KEEP as u64);
         let r = log.replay(4, 300);
         assert_eq!(r.disallowed, 1, "index 5 only: {r:?}");
-        assert_eq!(r.converted + r.uncommitted, KEEP as u64, "{r:?}");
+        assert_eq!(r.converted, KEEP as u64, "above the commit too: {r:?}");
+        assert!(r.uncommitted > 0 && r.uncommitted < KEEP as u64, "{r:?}");
         assert!(
-            r.bounded && r.raw == 1 + r.converted && r.converted > 0,
+            r.bounded && r.raw == 1 + r.converted && !r.incomplete,
             "{r:?}"
         );
         assert_eq!(r.examples[0].index, 5);
+        // A truncation below a request that was let go: nobody can tell.
+        log.entry(20, 3, b"");
+        assert!(log.replay(0, 300).incomplete);
     }
 
     proptest::proptest! {

@@ -934,9 +934,12 @@ impl State {
                 }
                 Some(_) => {}
                 None => {
-                    self.ids = Some(decode_metadata(rec.data).map_err(corrupt)?);
+                    // Kept before it is decoded: an independent scan leaves
+                    // the comparison with the log's metadata to the merge,
+                    // which the sequential pass makes before any decode.
                     self.metadata = Some(rec.data.to_vec());
                     self.first_metadata_at = Some(offset);
+                    self.ids = Some(decode_metadata(rec.data).map_err(corrupt)?);
                 }
             },
             ENTRY_TYPE => self.apply_entry(rec.data).map_err(corrupt)?,
