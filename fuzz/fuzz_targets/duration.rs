@@ -1,7 +1,8 @@
 //! Durations as every `--…-timeout`/`--…-interval` flag parses them.
+//!
+//! The body is `fuzz_support::targets::duration` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|s: &str| {
-    let _ = etcd_member_agent::duration::parse(s);
-});
+fuzz_target!(|s: &str| fuzz_support::targets::duration(s));

@@ -1,14 +1,8 @@
 //! `--initial-cluster` strings, and the bootstrap IDs derived from them.
+//!
+//! The body is `fuzz_support::targets::initial_cluster` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
-use etcd_member_agent::disk::ids;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|s: &str| {
-    if let Ok(cluster) = ids::parse_initial_cluster(s) {
-        let members: Vec<u64> = cluster
-            .values()
-            .map(|urls| ids::member_id(urls, "token"))
-            .collect();
-        let _ = ids::cluster_id(&members);
-    }
-});
+fuzz_target!(|s: &str| fuzz_support::targets::initial_cluster(s));

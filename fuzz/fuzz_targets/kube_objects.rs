@@ -1,17 +1,9 @@
 //! The Kubernetes custom objects the evidence reads (EtcdMember, EtcdCluster):
 //! any JSON into `parse_member` and `parse_cluster`.
+//!
+//! The body is `fuzz_support::targets::kube_objects` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
-use etcd_member_agent::evidence::kube::{parse_cluster, parse_member};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(data) else {
-        return;
-    };
-    if let Ok(m) = parse_member("m", &doc) {
-        let _ = serde_json::to_string(&m);
-    }
-    if let Ok(c) = parse_cluster("c", &doc) {
-        let _ = serde_json::to_string(&c);
-    }
-});
+fuzz_target!(|data: &[u8]| fuzz_support::targets::kube_objects(data));

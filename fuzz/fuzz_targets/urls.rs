@@ -1,13 +1,9 @@
 //! URL lists (`--initial-advertise-peer-urls` and friends): the list parser,
 //! normalisation, the comparable form and the member ID computed from them.
+//!
+//! The body is `fuzz_support::targets::urls` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
-use etcd_member_agent::disk::ids;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|s: &str| {
-    let _ = ids::normalize_url(s);
-    let _ = ids::comparable_url(s);
-    if let Ok(urls) = ids::parse_urls(s) {
-        let _ = ids::member_id(&urls, "token");
-    }
-});
+fuzz_target!(|s: &str| fuzz_support::targets::urls(s));

@@ -1,12 +1,8 @@
 //! One WAL segment: any bytes as `member/wal/0000000000000000-0000000000000000.wal`.
+//!
+//! The body is `fuzz_support::targets::wal_segment` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
-use etcd_member_agent::disk::wal;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let dir = fuzz_support::scratch().join("wal");
-    fuzz_support::fresh_dir(&dir);
-    fuzz_support::put(&dir, &wal::segment_name(0, 0), data);
-    let _ = wal::read_wal(&dir);
-    let _ = wal::wal_identity(&dir);
-});
+fuzz_target!(|data: &[u8]| fuzz_support::targets::wal_segment(data));

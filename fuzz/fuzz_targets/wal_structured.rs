@@ -2,16 +2,10 @@
 //! chained across records and segments as etcd writes them) built from an
 //! arbitrary model with arbitrary field values and a few twists, so the fuzzer
 //! passes the CRC check and exercises the record decoders and the state rules.
+//!
+//! The body is `fuzz_support::targets::wal_structured` (fuzz/src/lib.rs), which the main
+//! test suite also replays the committed corpus through.
 #![no_main]
-use etcd_member_agent::disk::wal;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|model: fuzz_support::WalModel| {
-    let dir = fuzz_support::scratch().join("wal");
-    fuzz_support::fresh_dir(&dir);
-    for (name, bytes) in model.encode() {
-        fuzz_support::put(&dir, &name, &bytes);
-    }
-    let _ = wal::read_wal(&dir);
-    let _ = wal::wal_identity(&dir);
-});
+fuzz_target!(|model: fuzz_support::WalModel| fuzz_support::targets::wal_structured(model));

@@ -1,7 +1,11 @@
 //! Helpers shared by the fuzz targets: a scratch directory (the readers take
 //! paths, open `O_RDONLY | O_NOFOLLOW` and `pread`; the targets feed them real
-//! files on tmpfs), and the structure-aware WAL model whose frames carry valid
-//! CRCs so that mutations reach the record decoders.
+//! files on tmpfs), the structure-aware WAL model whose frames carry valid
+//! CRCs so that mutations reach the record decoders, and [`targets`]: the body
+//! of every target, one function each, which `fuzz_targets/*.rs` call and which
+//! the main test suite replays the committed corpus through
+//! (`tests/it/fuzz_corpus.rs` includes this file as a module, so it may use
+//! only what the main crate's dependencies and dev-dependencies provide).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -396,5 +400,344 @@ impl WalModel {
             files.push((name, out));
         }
         files
+    }
+}
+
+// ---- the targets ------------------------------------------------------------
+
+/// The body of every fuzz target, called by `fuzz_targets/<name>.rs` with the
+/// input libFuzzer decoded, and by [`targets::run`] with raw corpus bytes.
+pub mod targets {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+    use std::time::SystemTime;
+
+    use arbitrary::{Arbitrary, Unstructured};
+    use etcd_member_agent::disk::bbolt::{self, Db};
+    use etcd_member_agent::disk::layout::{self, Options, Paths};
+    use etcd_member_agent::disk::lock::{self, Probe};
+    use etcd_member_agent::disk::{ids, snap, wal};
+    use etcd_member_agent::evidence::kube::{parse_cluster, parse_member};
+    use etcd_member_agent::evidence::pod::{missing_references, references, stuck_containers};
+    use etcd_member_agent::restore::{s3, tool};
+    use etcd_member_agent::server::boot::{read_verdict, PodStart};
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::{fresh_dir, put, scratch, WalModel};
+
+    /// Every target by name (the `[[bin]]` sections of `fuzz/Cargo.toml`).
+    pub const NAMES: &[&str] = &[
+        "wal_segment",
+        "wal_dir",
+        "wal_structured",
+        "snap",
+        "bbolt",
+        "data_dir",
+        "verdict",
+        "kube_objects",
+        "pod",
+        "duration",
+        "urls",
+        "initial_cluster",
+        "text",
+    ];
+
+    /// Runs target `name` on the raw bytes of one corpus input, decoding them as
+    /// `libfuzzer_sys::fuzz_target!` does for the target's input type; `None`
+    /// for a name that is not a target.
+    pub fn run(name: &str, bytes: &[u8]) -> Option<()> {
+        match name {
+            "wal_segment" => wal_segment(bytes),
+            "wal_dir" => wal_dir(bytes),
+            "wal_structured" => decoded(bytes, wal_structured),
+            "snap" => snap(bytes),
+            "bbolt" => bbolt(bytes),
+            "data_dir" => data_dir(bytes),
+            "verdict" => verdict(bytes),
+            "kube_objects" => kube_objects(bytes),
+            "pod" => pod(bytes),
+            "duration" => decoded(bytes, duration),
+            "urls" => decoded(bytes, urls),
+            "initial_cluster" => decoded(bytes, initial_cluster),
+            "text" => decoded(bytes, text),
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// What `fuzz_target!(|x: T| ...)` does with the bytes: too short for
+    /// `T`'s size hint or not decodable is skipped, else `arbitrary_take_rest`.
+    fn decoded<'a, T: Arbitrary<'a>>(bytes: &'a [u8], body: impl FnOnce(T)) {
+        if bytes.len() < T::size_hint(0).0 {
+            return;
+        }
+        if let Ok(input) = T::arbitrary_take_rest(Unstructured::new(bytes)) {
+            body(input);
+        }
+    }
+
+    /// One WAL segment: any bytes as `member/wal/0000000000000000-0000000000000000.wal`.
+    pub fn wal_segment(data: &[u8]) {
+        let dir = scratch().join("wal");
+        fresh_dir(&dir);
+        put(&dir, &wal::segment_name(0, 0), data);
+        let _ = wal::read_wal(&dir);
+        let _ = wal::wal_identity(&dir);
+    }
+
+    /// Splits a `wal_dir` input into segments (chosen so that it is rare inside
+    /// WAL bytes).
+    const SEGMENT_SEPARATOR: &[u8] = b"\xffSEG\xfe";
+
+    /// A WAL directory of several segments: the input is split at each
+    /// `SEGMENT_SEPARATOR`; the byte after a separator steps the sequence number
+    /// (0 repeats it, so duplicate and gapped names are reached too).
+    pub fn wal_dir(data: &[u8]) {
+        let dir = scratch().join("wal");
+        fresh_dir(&dir);
+        let mut seq = 0u64;
+        let mut rest = data;
+        for i in 0..8u64 {
+            let (seg, next) = match rest
+                .windows(SEGMENT_SEPARATOR.len())
+                .position(|w| w == SEGMENT_SEPARATOR)
+            {
+                Some(at) => (&rest[..at], Some(&rest[at + SEGMENT_SEPARATOR.len()..])),
+                None => (rest, None),
+            };
+            put(&dir, &wal::segment_name(seq, i * 16), seg);
+            let Some(next) = next else { break };
+            let (step, next) = match next.split_first() {
+                Some((s, n)) => (u64::from(*s), n),
+                None => (1, next),
+            };
+            seq = seq.wrapping_add(step);
+            rest = next;
+        }
+        let _ = wal::list_segments(&dir);
+        let _ = wal::read_wal(&dir);
+        let _ = wal::wal_identity(&dir);
+    }
+
+    /// Structure-aware WAL: the model's segments written out, then read.
+    pub fn wal_structured(model: WalModel) {
+        let dir = scratch().join("wal");
+        fresh_dir(&dir);
+        for (name, bytes) in model.encode() {
+            put(&dir, &name, &bytes);
+        }
+        let _ = wal::read_wal(&dir);
+        let _ = wal::wal_identity(&dir);
+    }
+
+    /// A `.snap` file: any bytes under a valid snapshot name.
+    pub fn snap(data: &[u8]) {
+        let dir = scratch().join("snap");
+        fresh_dir(&dir);
+        // The name carries term and index; the first two bytes pick them so the
+        // name-against-metadata check sees both agreement and disagreement.
+        let (term, index) = match data {
+            [t, i, ..] => (u64::from(*t), u64::from(*i)),
+            _ => (1, 1),
+        };
+        let path = put(&dir, &snap::snap_file_name(term, index), data);
+        let _ = snap::read_snap(&path);
+        let _ = snap::list_snaps(&dir);
+    }
+
+    /// A bbolt file: open (metas), the full page walk (`summary`), the identity
+    /// records, the bucket list and every root bucket's keys, and the KV hash
+    /// `inspect --hash` prints.
+    pub fn bbolt(data: &[u8]) {
+        let dir = scratch().join("bolt");
+        fresh_dir(&dir);
+        let path = put(&dir, "db", data);
+        let Ok(db) = Db::open(&path) else { return };
+        let _ = db.summary();
+        let _ = db.identity_summary();
+        let _ = db.kv_hash();
+        if let Ok(buckets) = db.buckets() {
+            for b in buckets.iter().take(16) {
+                let _ = db.for_each_kv(b, |_, _| {});
+                let _ = db.get(b, b"consistent_index");
+            }
+        }
+    }
+
+    /// Splits a `data_dir` input into its four parts.
+    const PART_SEPARATOR: &[u8] = b"\xffPART\xfe";
+
+    /// The whole offline inspection (`inspect --hash`) of a data directory whose
+    /// WAL segment, `.snap` file name and bytes, and db come from the input (four
+    /// parts split at `PART_SEPARATOR`): the classification, the cross-checks
+    /// between the three files, and the hash. Every run also checks that the
+    /// inspection left the directory as it was (same files, bytes and mtimes).
+    pub fn data_dir(data: &[u8]) {
+        let root = scratch().join("data");
+        fresh_dir(&root);
+        let member = root.join("member");
+        let mut parts = Vec::new();
+        let mut rest = data;
+        while parts.len() < 3 {
+            match rest
+                .windows(PART_SEPARATOR.len())
+                .position(|w| w == PART_SEPARATOR)
+            {
+                Some(at) => {
+                    parts.push(&rest[..at]);
+                    rest = &rest[at + PART_SEPARATOR.len()..];
+                }
+                None => break,
+            }
+        }
+        parts.push(rest);
+        let wal_dir = member.join("wal");
+        let snap_dir = member.join("snap");
+        std::fs::create_dir_all(&wal_dir).expect("wal dir");
+        std::fs::create_dir_all(&snap_dir).expect("snap dir");
+        put(&wal_dir, &wal::segment_name(0, 0), parts[0]);
+        if let Some(s) = parts.get(2) {
+            let name = parts
+                .get(1)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(snap::parse_snap_name)
+                .map_or_else(
+                    || snap::snap_file_name(2, 8),
+                    |(t, i)| snap::snap_file_name(t, i),
+                );
+            put(&snap_dir, &name, s);
+        }
+        if let Some(db) = parts.get(3) {
+            put(&snap_dir, "db", db);
+        }
+        let before = tree(&root);
+        let paths = Paths::new(&root, None);
+        let _ = layout::inspect(
+            &paths,
+            Options {
+                hash: true,
+                usage: true,
+                locks: Probe::Ofd,
+            },
+        );
+        assert_eq!(tree(&root), before, "inspect changed the data directory");
+    }
+
+    /// Every path under `root` with its bytes and mtime.
+    fn tree(root: &Path) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
+        let mut out = Vec::new();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&d)
+                .expect("read scratch dir")
+                .flatten()
+                .collect();
+            entries.sort_by_key(|e| e.path());
+            for e in entries {
+                let p = e.path();
+                let meta = std::fs::symlink_metadata(&p).expect("stat scratch");
+                let mtime = meta.modified().expect("mtime");
+                if meta.is_dir() {
+                    dirs.push(p.clone());
+                    out.push((p, Vec::new(), mtime));
+                } else {
+                    let bytes = std::fs::read(&p).expect("read scratch file");
+                    out.push((p, bytes, mtime));
+                }
+            }
+        }
+        out
+    }
+
+    /// The verdict file `serve` reads (`read_verdict`: size cap, JSON, the
+    /// Pod-start check, the fields).
+    pub fn verdict(data: &[u8]) {
+        let dir = scratch().join("verdict");
+        fresh_dir(&dir);
+        let path = put(&dir, "verdict.json", data);
+        let start = PodStart {
+            pod_uid: Some("0c6a3d2e-uid".to_string()),
+            boot_id: Some("boot".to_string()),
+        };
+        let _ = read_verdict(&path, &start);
+        let _ = read_verdict(&path, &PodStart::default());
+    }
+
+    /// The Kubernetes custom objects the evidence reads (EtcdMember,
+    /// EtcdCluster): any JSON into `parse_member` and `parse_cluster`.
+    pub fn kube_objects(data: &[u8]) {
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(data) else {
+            return;
+        };
+        if let Ok(m) = parse_member("m", &doc) {
+            let _ = serde_json::to_string(&m);
+        }
+        if let Ok(c) = parse_cluster("c", &doc) {
+            let _ = serde_json::to_string(&c);
+        }
+    }
+
+    /// The Pod `pod-check` lints: any JSON decoded as a `Pod`, then its
+    /// references, the missing-object hazards and the stuck containers.
+    pub fn pod(data: &[u8]) {
+        let Ok(pod) = serde_json::from_slice::<Pod>(data) else {
+            return;
+        };
+        let refs = references(&pod);
+        let missing: BTreeSet<_> = refs
+            .iter()
+            .map(|r| (r.object_kind, r.object_name.clone()))
+            .collect();
+        for h in missing_references(&refs, &missing) {
+            let _ = serde_json::to_string(&h);
+        }
+        for h in stuck_containers(&pod) {
+            let _ = serde_json::to_string(&h);
+        }
+    }
+
+    /// Durations as every `--…-timeout`/`--…-interval` flag parses them.
+    pub fn duration(s: &str) {
+        let _ = etcd_member_agent::duration::parse(s);
+    }
+
+    /// URL lists (`--initial-advertise-peer-urls` and friends): the list parser,
+    /// normalisation, the comparable form and the member ID computed from them.
+    pub fn urls(s: &str) {
+        let _ = ids::normalize_url(s);
+        let _ = ids::comparable_url(s);
+        if let Ok(urls) = ids::parse_urls(s) {
+            let _ = ids::member_id(&urls, "token");
+        }
+    }
+
+    /// `--initial-cluster` strings, and the bootstrap IDs derived from them.
+    pub fn initial_cluster(s: &str) {
+        if let Ok(cluster) = ids::parse_initial_cluster(s) {
+            let members: Vec<u64> = cluster
+                .values()
+                .map(|urls| ids::member_id(urls, "token"))
+                .collect();
+            let _ = ids::cluster_id(&members);
+        }
+    }
+
+    /// The small text parsers: WAL and snap file names, Go semver (storage
+    /// version), `etcdutl version` output, `/proc/locks`, and the S3 endpoint
+    /// rules. (The agent decodes no S3 XML itself: `object_store` makes the
+    /// HEAD and GET and parses its answers.)
+    pub fn text(s: &str) {
+        let _ = wal::parse_segment_name(s);
+        let _ = snap::parse_snap_name(s);
+        if let Some(v) = bbolt::parse_semver(s) {
+            let _ = bbolt::semver_minor(&v);
+        }
+        let _ = bbolt::semver_minor(s);
+        let _ = bbolt::detect_storage_version(Some(s), Some(1));
+        let _ = tool::parse_version(s);
+        let _ = lock::parse_proc_locks(s);
+        let _ = s3::needs_path_style(s);
+        let _ = s3::effective_endpoint(s, "bucket", false);
+        let _ = s3::effective_endpoint(s, "bucket", true);
     }
 }

@@ -405,13 +405,24 @@ impl Cluster {
     /// `--max-request-bytes` is raised; more than about a gigabyte also needs a
     /// larger `--quota-backend-bytes` (default 2 GiB), since history accumulates.
     pub fn put_many(&self, prefix: &str, n: usize, value_size: usize) -> PutStats {
+        self.put_many_values(prefix, n, value_size, false)
+    }
+
+    /// [`Cluster::put_many`] with values of pseudo-random bytes (a fixed
+    /// sequence per key): nothing on the way (a filesystem, a copy) can make
+    /// them smaller than they are.
+    pub fn put_many_incompressible(&self, prefix: &str, n: usize, value_size: usize) -> PutStats {
+        self.put_many_values(prefix, n, value_size, true)
+    }
+
+    fn put_many_values(&self, prefix: &str, n: usize, value_size: usize, random: bool) -> PutStats {
         let target = self
             .leader()
             .map(|i| &self.members[i])
             .or_else(|| self.members.iter().find(|m| m.is_answering()))
             .expect("put_many needs a running member");
         let started = Instant::now();
-        let bytes = grpc_put_many(target.client_url(), prefix, n, value_size)
+        let bytes = grpc_put_many(target.client_url(), prefix, n, value_size, random)
             .unwrap_or_else(|e| panic!("put_many to {}: {e}", target.name()));
         PutStats {
             puts: n,
@@ -421,10 +432,31 @@ impl Cluster {
     }
 }
 
+/// `len` bytes of splitmix64 output seeded by `seed`.
+fn incompressible(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
 /// How many puts [`Cluster::put_many`] keeps in flight.
 const PUTS_IN_FLIGHT: usize = 4;
 
-fn grpc_put_many(url: &str, prefix: &str, n: usize, value_size: usize) -> Result<u64, String> {
+fn grpc_put_many(
+    url: &str,
+    prefix: &str,
+    n: usize,
+    value_size: usize,
+    random: bool,
+) -> Result<u64, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -445,7 +477,11 @@ fn grpc_put_many(url: &str, prefix: &str, n: usize, value_size: usize) -> Result
                     let mut bytes = 0u64;
                     for i in (w..n).step_by(PUTS_IN_FLIGHT) {
                         let key = format!("{prefix}{i:08}");
-                        let value = vec![b'a' + (i % 26) as u8; value_size];
+                        let value = if random {
+                            incompressible(i as u64, value_size)
+                        } else {
+                            vec![b'a' + (i % 26) as u8; value_size]
+                        };
                         bytes += (key.len() + value_size) as u64;
                         kv.put(key.clone(), value, None)
                             .await
