@@ -14,7 +14,8 @@
 //! * have an unanswered request for longer than the header-read timeout: bytes
 //!   came in and nothing went out since (a slowloris; for HTTP/2 the same holds,
 //!   since the server answers the preface and pings at once), or never sent a
-//!   byte within it;
+//!   byte within it (what the server wrote does not count: an HTTP/2 server
+//!   sends its SETTINGS before the client's preface);
 //! * moved no byte either way for the idle timeout (longer than the gRPC
 //!   keepalive, so a quiet `WatchIdentity` stream pinged by the server stays).
 //!
@@ -86,6 +87,11 @@ struct Clocks {
     last_io: AtomicU64,
     /// First byte in since the last byte out ([`NEVER`] when answered).
     pending_since: AtomicU64,
+    /// The client sent a byte. Not `last_io`: an HTTP/2 server writes its
+    /// SETTINGS frame at once, so a gRPC client that never sends its preface
+    /// would otherwise count as active and hold the descriptor until the idle
+    /// timeout.
+    heard: AtomicBool,
     /// Set when the tracker closes it.
     closed: AtomicBool,
     /// The task that last polled it, to wake when closed.
@@ -182,7 +188,7 @@ impl Tracker {
             .min_by_key(|(_, c)| {
                 let last = last_activity(c);
                 let unserved = last < settled
-                    && (c.last_io.load(Ordering::Relaxed) == NEVER
+                    && (!c.heard.load(Ordering::Relaxed)
                         || c.pending_since.load(Ordering::Relaxed) != NEVER);
                 (!unserved, last)
             })
@@ -227,7 +233,7 @@ impl Tracker {
             .filter_map(|(id, c)| {
                 let last = last_activity(c);
                 let pending = c.pending_since.load(Ordering::Relaxed);
-                let silent = c.last_io.load(Ordering::Relaxed) == NEVER;
+                let silent = !c.heard.load(Ordering::Relaxed);
                 let why = if pending != NEVER && now.saturating_sub(pending) > header {
                     "a request was not completed within the header-read timeout"
                 } else if silent && now.saturating_sub(c.accepted) > header {
@@ -284,6 +290,7 @@ impl Listener {
                         accepted: t.now(),
                         last_io: AtomicU64::new(NEVER),
                         pending_since: AtomicU64::new(NEVER),
+                        heard: AtomicBool::new(false),
                         closed: AtomicBool::new(false),
                         waker: Mutex::new(None),
                     });
@@ -375,6 +382,7 @@ impl AsyncRead for Tracked {
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             let now = self.tracker.now();
             self.clocks.last_io.store(now, Ordering::Relaxed);
+            self.clocks.heard.store(true, Ordering::Relaxed);
             let _ = self.clocks.pending_since.compare_exchange(
                 NEVER,
                 now,

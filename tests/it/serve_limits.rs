@@ -185,6 +185,33 @@ fn a_silent_connection_and_an_idle_keep_alive_one_are_closed() {
     );
 }
 
+/// The gRPC port too: its HTTP/2 server writes SETTINGS at once, which must not
+/// count as the client having said something (500 such connections held every
+/// descriptor until the idle timeout).
+#[test]
+fn a_silent_grpc_connection_is_closed_at_the_header_read_timeout() {
+    let serve = lonely(&["--header-read-timeout=1s", "--idle-timeout=60s"]);
+    let mut silent = TcpStream::connect(("127.0.0.1", serve.grpc)).unwrap();
+    let started = Instant::now();
+    let closed = closed_within(&mut silent, Duration::from_secs(15));
+    assert!(
+        closed.is_some_and(|_| started.elapsed() < Duration::from_secs(10)),
+        "a gRPC connection that sent nothing stayed open ({:?})",
+        started.elapsed()
+    );
+    // A client that speaks is not cut by it: GetIdentity still answers.
+    let mut grpc = TcpStream::connect(("127.0.0.1", serve.grpc)).unwrap();
+    grpc.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    grpc.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let open = match grpc.read(&mut buf) {
+        Ok(n) => n > 0,
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+    };
+    assert!(open, "a client that sent its preface was cut as silent");
+}
+
 #[test]
 fn sigterm_is_not_held_by_a_half_sent_request() {
     // Default flags only (the header-read timeout is 10 s).
