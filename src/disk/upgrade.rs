@@ -504,6 +504,64 @@ mod tests {
         assert!(check(&r, t("3.5")).findings.is_empty());
     }
 
+    fn backend(learners: &[(u64, bool)]) -> crate::disk::bbolt::Backend {
+        crate::disk::bbolt::Backend {
+            page_size: 4096,
+            file_size: 0,
+            logical_size: 0,
+            size_in_use: None,
+            txid: 1,
+            meta_page: 0,
+            buckets: Vec::new(),
+            consistent_index: Some(9),
+            term: Some(2),
+            conf_state: None,
+            storage_version: None,
+            storage_version_source: "none",
+            storage_version_raw: None,
+            members: learners
+                .iter()
+                .map(|&(id, is_learner)| crate::disk::bbolt::BackendMember {
+                    id,
+                    name: format!("m{id}"),
+                    peer_urls: Vec::new(),
+                    client_urls: Vec::new(),
+                    is_learner,
+                })
+                .collect(),
+            removed_members: Vec::new(),
+            cluster_version: None,
+            alarms: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stale_learner_flags_over_the_limit_block_as_the_bootstrap_check_does() {
+        // Three voters grown through learners on 3.5.1–3.5.19: the backend still
+        // says two of them are learners; the .snap knows they were promoted.
+        let mut r = initialized();
+        r.backend = Some(backend(&[(1, false), (2, true), (3, true)]));
+        r.snap_member_roles = vec![(1, false), (2, false), (3, false)];
+        r.learner_flag_stale = vec![2, 3];
+        // 3.6 syncs the promotions from the .snap first: it starts.
+        assert_eq!(codes(&check(&r, t("3.6"))), [("learner-flag-stale", false)]);
+        // 3.7 reads the backend alone: two learners, more than --max-learners 1.
+        assert_eq!(
+            codes(&check(&r, t("3.7"))),
+            [("too-many-learners", true), ("learner-flag-stale", false)]
+        );
+        let two = EtcdFlags {
+            max_learners: Some(2),
+            ..EtcdFlags::default()
+        };
+        assert!(!super::check(&r, t("3.7"), &two).blocked);
+        // Promotions after the .snap: 3.6 cannot repair them either.
+        r.snap_member_roles = vec![(1, false), (2, true), (3, true)];
+        assert!(check(&r, t("3.6")).blocked);
+        // 3.5 reads the v2 store: nothing to refuse.
+        assert!(check(&r, t("3.5")).findings.is_empty());
+    }
+
     #[test]
     fn targets_parse_as_etcd_prints_them() {
         let t = Target::parse("v3.6.11").expect("a version");
