@@ -322,6 +322,12 @@ fn random_guarded_schedules_lose_nothing(version: EtcdVersion) {
     cfg.per_cluster = CI_SCHEDULES;
     let tally = run(&cfg);
     assert_eq!(tally.schedules, CI_SCHEDULES);
+    assert_guarded_lost_nothing(&tally);
+}
+
+/// A guarded run lost, forked and answered foreign nothing, healed, saw no
+/// anomaly, and acknowledged writes.
+fn assert_guarded_lost_nothing(tally: &Tally) {
     assert!(
         tally.lost == 0
             && tally.divergent == 0
@@ -408,17 +414,7 @@ fn container_only_restarts_beside_a_wipe_lose_nothing_when_guarded_36() {
     );
     let tally = run(&cfg);
     assert_eq!(tally.schedules, 1);
-    assert!(
-        tally.lost == 0
-            && tally.divergent == 0
-            && tally.foreign == 0
-            && tally.unanswered == 0
-            && tally.errors == 0
-            && tally.counters.anomalies.is_empty(),
-        "{}\n{:#?}",
-        tally.report(),
-        tally.failures
-    );
+    assert_guarded_lost_nothing(&tally);
     // The wiped member's restart went through preflight (a blank volume comes
     // with a new Pod) and was refused.
     assert!(
@@ -426,5 +422,4 @@ fn container_only_restarts_beside_a_wipe_lose_nothing_when_guarded_36() {
         "{}",
         tally.report()
     );
-    assert!(tally.acked > 0, "no write was acknowledged");
 }
