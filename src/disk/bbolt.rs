@@ -371,8 +371,50 @@ pub struct Backend {
     pub removed_members: Vec<u64>,
     /// `cluster`/`clusterVersion`.
     pub cluster_version: Option<String>,
+    /// `cluster`/`downgrade` (3.5+): the downgrade `etcdctl downgrade enable`
+    /// started, or its cancellation; `None` when the key is absent.
+    pub downgrade: Option<Downgrade>,
     /// The `alarm` bucket.
     pub alarms: Vec<BackendAlarm>,
+}
+
+/// `cluster`/`downgrade`, as etcd 3.5+ stores it
+/// (`{"target-version":"3.5.0","enabled":true}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Downgrade {
+    /// `enabled`.
+    pub enabled: bool,
+    /// `target-version` (empty once cancelled).
+    pub target_version: String,
+    /// The value is not that JSON object: etcd panics "failed to unmarshal
+    /// downgrade information" when it loads it.
+    pub malformed: bool,
+}
+
+impl Downgrade {
+    /// Decodes the value leniently: a value etcd cannot parse is reported, not
+    /// an error of the whole backend.
+    pub fn decode(value: &[u8]) -> Downgrade {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            #[serde(rename = "target-version", default)]
+            target_version: String,
+            #[serde(default)]
+            enabled: bool,
+        }
+        match serde_json::from_slice::<Raw>(value) {
+            Ok(r) => Downgrade {
+                enabled: r.enabled,
+                target_version: r.target_version,
+                malformed: false,
+            },
+            Err(_) => Downgrade {
+                enabled: false,
+                target_version: String::new(),
+                malformed: true,
+            },
+        }
+    }
 }
 
 /// One member as stored in the backend's `members` bucket.
@@ -842,6 +884,7 @@ impl Db {
             members: Vec::new(),
             removed_members: Vec::new(),
             cluster_version: None,
+            downgrade: None,
             alarms: Vec::new(),
         };
         for (bucket, kvs) in records {
@@ -1001,6 +1044,7 @@ impl Db {
                 let v = std::str::from_utf8(value).map_err(|_| bad(RecordProblem::Utf8))?;
                 out.cluster_version = Some(v.to_owned());
             }
+            (b"cluster", b"downgrade") => out.downgrade = Some(Downgrade::decode(value)),
             (b"alarm", _) => {
                 let (mut member_id, mut alarm) = (0u64, 0u64);
                 for field in pb::fields(key) {

@@ -13,13 +13,17 @@
 //! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store"); a warning under `--v2-deprecation=write-only-skip-check` |
 //! | `too-many-learners` | 3.6+ | `ValidateMaxLearnerConfig` at bootstrap: more learners in the backend (after 3.6's sync of promotions from the `.snap`) than `--max-learners` |
 //! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
-//! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" |
+//! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" (3.6+ against the backend's, ≤ 3.5 against the larger of the `.snap`'s and the backend's); for 3.5 while a downgrade is enabled, the `downgrade-*` rows decide |
+//! | `downgrade-target-other` | 3.5 | `mustDetectDowngrade` panics "server version is not allowed to join when downgrade is enabled": `cluster/downgrade` enables a downgrade to another version |
+//! | `downgrade-info-malformed` | 3.5+ | loading `cluster/downgrade` panics "failed to unmarshal downgrade information" |
+//! | `downgrade-not-lowered` | 3.5 | a downgrade to 3.5 is enabled, the cluster version not lowered yet: 3.5 starts but answers "not capable", and 3.6's `decideClusterVersion` never lowers it while a member runs 3.5 — the downgrade stops |
+//! | `downgrade-enabled` | 3.5 | warning: a downgrade to 3.5 is enabled and the cluster version lowered: 3.5 joins |
 //! | `skipped-minor` | any | warning: etcd upgrades one minor at a time; peers of the old line are refused by the new one |
 //! | `learner-flag-stale` | 3.6+ | warning: 3.6 rewrites the backend's flag from the v2 store; 3.7 reads only the backend |
 
 use serde::Serialize;
 
-use super::bbolt::semver_minor;
+use super::bbolt::{semver_minor, Downgrade};
 use super::layout::{DirState, Inspection};
 
 /// The etcd version a check is for.
@@ -126,18 +130,40 @@ fn fmt_line((a, b): (u32, u32)) -> String {
     format!("{a}.{b}")
 }
 
-/// The cluster version the directory records, as current as the files tell:
-/// the backend's (`cluster/clusterVersion`, written as each change is applied,
-/// so at or past the start snapshot), else the `.snap`'s (3.4 keeps it only in
-/// the v2 store). Not the larger of the two: after `etcdctl downgrade enable`
-/// the backend holds the lowered version while an older `.snap` still holds the
-/// one before, and etcd replays the WAL past that `.snap` to the lowered one.
-fn cluster_line(r: &Inspection) -> Option<(u32, u32)> {
-    r.backend
+/// The cluster version etcd `t` checks itself against when it loads the
+/// directory (`MustDetectDowngrade` in `RaftCluster.Recover`, then again for
+/// each cluster-version change it replays).
+///
+/// * 3.6+ load it from the backend only (`cluster/clusterVersion`, written as
+///   each change is applied, so at or past the start snapshot); a backend
+///   without the key (3.4 wrote none) falls back to the `.snap`'s, the version
+///   the WAL replay starts from. Not the larger of the two: after a downgrade
+///   the backend holds the lowered version while an older `.snap` may still
+///   hold the one before.
+/// * 3.5 and older load it from the v2 store (the `.snap`) and then replay
+///   every change after it, reaching the backend's: etcd checks both, so the
+///   larger counts. (3.6 forces a `.snap` when it applies a lowered cluster
+///   version, so after a finished 3.6 → 3.5 downgrade both agree.)
+fn cluster_line(r: &Inspection, t: (u32, u32)) -> Option<(u32, u32)> {
+    let backend = r
+        .backend
         .as_ref()
         .and_then(|b| b.cluster_version.as_deref())
-        .or(r.snap_cluster_version.as_deref())
-        .and_then(line_of)
+        .and_then(line_of);
+    let snap = r.snap_cluster_version.as_deref().and_then(line_of);
+    if t >= (3, 6) {
+        backend.or(snap)
+    } else {
+        backend.max(snap)
+    }
+}
+
+/// The downgrade `etcdctl downgrade enable` left enabled in the backend, if any.
+fn downgrade_enabled(r: &Inspection) -> Option<&Downgrade> {
+    r.backend
+        .as_ref()
+        .and_then(|b| b.downgrade.as_ref())
+        .filter(|d| d.enabled && !d.target_version.is_empty())
 }
 
 /// The flags of the etcd about to start that change what it refuses (the same
@@ -162,7 +188,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         .as_ref()
         .and_then(|b| b.storage_version.as_deref())
         .and_then(line_of);
-    let cluster = cluster_line(r);
+    let cluster = cluster_line(r, target.line());
     let dir_line = storage.or(cluster);
     let mut out = UpgradeCheck {
         target: target.to_string(),
@@ -284,7 +310,78 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
             });
         }
     }
-    if let Some(c) = cluster.filter(|c| c.0 == t.0 && c.1 > t.1) {
+    let malformed = r
+        .backend
+        .as_ref()
+        .and_then(|b| b.downgrade.as_ref())
+        .is_some_and(|d| d.malformed);
+    if malformed && t >= (3, 5) {
+        f.push(Finding {
+            code: "downgrade-info-malformed",
+            blocks: true,
+            message: format!(
+                "the backend's cluster/downgrade value is not the JSON etcd writes; etcd {target} panics (\"failed to unmarshal downgrade information\")"
+            ),
+            rule: "etcd storage/schema/membership.go DowngradeInfoFromBackend (3.6+), membership/cluster.go downgradeInfoFromBackend (3.5)",
+            remedy: "the backend was written by something other than etcd: inspect the directory (`inspect --hash`) and restore the member from a snapshot or re-add it".into(),
+        });
+    }
+    // 3.5 (only 3.5: 3.6+ no longer read it at boot) lets a member join while
+    // a downgrade to its own minor is enabled, whatever the cluster version,
+    // and refuses every other version while one is. But a 3.5 member that
+    // joins before the leader has lowered the cluster version answers "not
+    // capable" and stops the downgrade: 3.6's leader lowers it only while
+    // every member runs 3.6 ("Cannot downgrade from minimal-server-version to
+    // downgrade-target"), so neither ever moves (tests/it/upgrade.rs).
+    let downgrading = downgrade_enabled(r).filter(|_| t == (3, 5));
+    let downgrade_line = downgrading.map(|d| line_of(&d.target_version));
+    let current = r
+        .backend
+        .as_ref()
+        .and_then(|b| b.cluster_version.as_deref())
+        .or(r.snap_cluster_version.as_deref())
+        .and_then(line_of);
+    match downgrade_line {
+        Some(Some(d)) if d == t && current.is_some_and(|c| c > t) => f.push(Finding {
+            code: "downgrade-not-lowered",
+            blocks: true,
+            message: format!(
+                "a downgrade to {} is enabled but the cluster version is still {}: etcd {target} would start and answer \"not capable\", and the leader would never lower the cluster version while a member runs {} (\"Cannot downgrade from minimal-server-version to downgrade-target\")",
+                fmt_line(d),
+                current.map_or(String::new(), fmt_line),
+                fmt_line(d)
+            ),
+            rule: "etcd 3.6 etcdserver/version/monitor.go decideClusterVersion (the leader lowers the cluster version only while every member runs the newer minor)",
+            remedy: format!(
+                "start this member on {} again; once every member runs it and answers, the leader lowers the cluster version to {} within seconds (`etcdctl endpoint status`, or /version's etcdcluster); then restart members on {} one at a time",
+                current.map_or(String::new(), fmt_line),
+                fmt_line(d),
+                fmt_line(d)
+            ),
+        }),
+        Some(Some(d)) if d == t => f.push(Finding {
+            code: "downgrade-enabled",
+            blocks: false,
+            message: format!(
+                "a downgrade to {} is enabled (cluster/downgrade) and the cluster version is lowered: etcd {target} joins",
+                fmt_line(d)
+            ),
+            rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",
+            remedy: "none: the leader cancels the downgrade when every member runs the target".into(),
+        }),
+        Some(_) => f.push(Finding {
+            code: "downgrade-target-other",
+            blocks: true,
+            message: format!(
+                "a downgrade to {:?} is enabled (cluster/downgrade); etcd {target} panics (\"invalid downgrade; server version is not allowed to join when downgrade is enabled\")",
+                downgrading.map_or("", |d| d.target_version.as_str())
+            ),
+            rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",
+            remedy: "start this member on the downgrade's target version, or cancel the downgrade on the running cluster (`etcdctl downgrade cancel`) and start the version it runs".into(),
+        }),
+        None => {}
+    }
+    if let Some(c) = cluster.filter(|c| c.0 == t.0 && c.1 > t.1 && downgrade_line.is_none()) {
         f.push(Finding {
             code: "cluster-version-newer",
             blocks: true,
@@ -504,6 +601,89 @@ mod tests {
         assert!(check(&r, t("3.5")).findings.is_empty());
     }
 
+    #[test]
+    fn a_downgrade_enabled_to_3_5_lets_3_5_start_once_the_cluster_version_is_lowered() {
+        let mut r = initialized();
+        let mut b = backend(&[]);
+        b.cluster_version = Some("3.6.0".into());
+        b.downgrade = Some(Downgrade::decode(
+            br#"{"target-version":"3.5.0","enabled":true}"#,
+        ));
+        r.backend = Some(b.clone());
+        r.snap_cluster_version = Some("3.6.0".into());
+        // 3.5 would join (mustDetectDowngrade returns early on the target),
+        // but the cluster version is not lowered yet: the downgrade would stop.
+        assert_eq!(
+            codes(&check(&r, t("3.5.35"))),
+            [("downgrade-not-lowered", true)]
+        );
+        // Lowered (the backend's; the forced .snap may lag): 3.5 joins.
+        let mut lowered = b.clone();
+        lowered.cluster_version = Some("3.5.0".into());
+        let mut rl = r.clone();
+        rl.backend = Some(lowered);
+        assert_eq!(
+            codes(&check(&rl, t("3.5.35"))),
+            [("downgrade-enabled", false)]
+        );
+        assert!(!check(&rl, t("3.5")).blocked);
+        // 3.6 and 3.7 do not read it: the cluster version alone decides.
+        assert!(check(&r, t("3.6")).findings.is_empty());
+        // 3.4 knows no downgrade: it refuses as before.
+        assert_eq!(
+            codes(&check(&r, t("3.4"))),
+            [("cluster-version-newer", true)]
+        );
+
+        // A downgrade to another version: 3.5 refuses to join.
+        b.downgrade = Some(Downgrade::decode(
+            br#"{"target-version":"3.4.0","enabled":true}"#,
+        ));
+        b.cluster_version = Some("3.5.0".into());
+        r.backend = Some(b.clone());
+        r.snap_cluster_version = Some("3.5.0".into());
+        assert_eq!(
+            codes(&check(&r, t("3.5"))),
+            [("downgrade-target-other", true)]
+        );
+        assert!(check(&r, t("3.5")).blocked);
+
+        // Cancelled (what the leader writes once every member runs the target):
+        // the cluster version decides again, the larger of the .snap's and the
+        // backend's for 3.5 (it loads the .snap, then replays to the backend's).
+        b.downgrade = Some(Downgrade::decode(
+            br#"{"target-version":"","enabled":false}"#,
+        ));
+        b.cluster_version = Some("3.5.0".into());
+        r.backend = Some(b.clone());
+        r.snap_cluster_version = Some("3.6.0".into());
+        assert_eq!(
+            codes(&check(&r, t("3.5"))),
+            [("cluster-version-newer", true)]
+        );
+        // 3.6 loads the backend's only.
+        assert!(check(&r, t("3.6")).findings.is_empty());
+        r.snap_cluster_version = Some("3.5.0".into());
+        assert!(check(&r, t("3.5")).findings.is_empty());
+
+        // A value etcd cannot unmarshal: 3.5+ panic loading it.
+        b.downgrade = Some(Downgrade::decode(b"{not json"));
+        r.backend = Some(b);
+        assert_eq!(
+            codes(&check(&r, t("3.5"))),
+            [("downgrade-info-malformed", true)]
+        );
+        assert_eq!(
+            codes(&check(&r, t("3.6"))),
+            [("downgrade-info-malformed", true)]
+        );
+        // 3.4 does not read it (and refuses the 3.5 cluster version).
+        assert_eq!(
+            codes(&check(&r, t("3.4"))),
+            [("cluster-version-newer", true)]
+        );
+    }
+
     fn backend(learners: &[(u64, bool)]) -> crate::disk::bbolt::Backend {
         crate::disk::bbolt::Backend {
             page_size: 4096,
@@ -531,6 +711,7 @@ mod tests {
                 .collect(),
             removed_members: Vec::new(),
             cluster_version: None,
+            downgrade: None,
             alarms: Vec::new(),
         }
     }

@@ -406,3 +406,115 @@ fn etcd_3_6_panics_on_v2_api_writes_of_a_3_5_member_and_preflight_refuses_first(
         other => panic!("etcd 3.6 was expected to panic on the v2 writes: {other:?}"),
     }
 }
+
+/// A 3.6 → 3.5 downgrade as etcd runs it, and the start that would stop it.
+/// `etcdctl downgrade enable 3.5` records the downgrade in `cluster/downgrade`;
+/// the leader then lowers the cluster version, but only while every member
+/// answers and runs 3.6 (member 2 is down here, so it cannot yet). A member
+/// restarted on 3.5 in that window would start (3.5's own check passes while a
+/// downgrade to 3.5 is enabled) yet answer "not capable", and from then on the
+/// leader refuses to lower the version ("Cannot downgrade from
+/// minimal-server-version to downgrade-target"): neither ever moves. Preflight
+/// refuses that start (16, `downgrade-not-lowered`, remedy: back to 3.6); the
+/// test shows etcd's behaviour on the unguarded start, then follows the remedy
+/// to the end of the downgrade, every start on 3.5 allowed and every write
+/// served.
+#[test]
+fn a_3_5_restart_before_the_cluster_version_is_lowered_is_refused_and_the_downgrade_then_completes()
+{
+    let mut cluster = Cluster::builder(EtcdVersion::V3_6)
+        .members(3)
+        .token("downgrade-window")
+        .start();
+    let mut written: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("dg/{i:02}"), format!("written on 3.6, {i}")))
+        .collect();
+    for (k, v) in &written {
+        cluster.put(k, v);
+    }
+    // Member 2 down: the leader cannot lower the cluster version.
+    cluster[2].stop().expect("it ran");
+    let out = cluster[0].etcdctl(["downgrade", "enable", "3.5"]);
+    assert!(
+        out.status.success(),
+        "etcdctl downgrade enable 3.5: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster[1].stop().expect("it ran");
+
+    let report = inspect(&cluster[1]);
+    assert_eq!(
+        (
+            &report["backend"]["cluster_version"],
+            &report["backend"]["downgrade"]["enabled"],
+            &report["backend"]["downgrade"]["target_version"],
+        ),
+        (
+            &Value::from("3.6.0"),
+            &Value::from(true),
+            &Value::from("3.5.0")
+        ),
+        "the stopped dir is in the window: {report:#}"
+    );
+    let check = upgrade_check(&cluster[1], "3.5.35");
+    assert_eq!(check.code, 16, "{check}");
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["downgrade-not-lowered"],
+        "{check}"
+    );
+    // 3.6 ignores the downgrade record: its own restart is allowed.
+    assert_eq!(upgrade_check(&cluster[1], "3.6").code, 0);
+    cluster.member_mut(1).set_version(EtcdVersion::V3_5Latest);
+    let v = preflight(&cluster.agent_env(1));
+    v.expect(
+        "a 3.5 restart before the cluster version is lowered",
+        16,
+        "refuse-version",
+    );
+
+    // What the refusal prevents: the unguarded 3.5 start, with member 2 back.
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    cluster[2].start();
+    cluster[2].wait_healthy();
+    assert_eventually!(
+        {
+            let logs: String = (0..3).map(|i| cluster[i].log_since_start()).collect();
+            ensure(
+                logs.contains("Cannot downgrade from minimal-server-version to downgrade-target"),
+                "no leader refused to lower the cluster version yet".to_string(),
+            )
+        },
+        "the leader refuses to lower the cluster version while member 1 runs 3.5"
+    );
+    let got = cluster[1].try_get("dg/00", true);
+    assert!(
+        got.as_ref().is_err_and(|e| e.contains("not capable")),
+        "member 1 on 3.5 before the lowering: {got:?}"
+    );
+
+    // The remedy: member 1 back on 3.6; the leader lowers the cluster version
+    // and migrates the storage to 3.5; then every member moves to 3.5, each
+    // start allowed.
+    cluster[1].stop().expect("it ran");
+    cluster.member_mut(1).set_version(EtcdVersion::V3_6);
+    preflight(&cluster.agent_env(1)).expect("member 1 back on 3.6", 0, "start");
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    wait_storage_version(&cluster, "3.5.0", "the cluster version lowered to 3.5");
+    for i in 0..cluster.len() {
+        let step = format!("{} downgraded to 3.5", cluster[i].name());
+        cluster[i].stop().expect("it ran");
+        cluster.member_mut(i).set_version(EtcdVersion::V3_5Latest);
+        let v = preflight(&cluster.agent_env(i));
+        v.expect(&step, 0, "start");
+        cluster[i].start();
+        cluster[i].wait_healthy();
+        let key = format!("dg/after-{}", cluster[i].name());
+        cluster.put(&key, &step);
+        written.push((key, step.clone()));
+        assert_every_write_everywhere(&cluster, &written, &step);
+    }
+}
