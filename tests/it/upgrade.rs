@@ -518,3 +518,71 @@ fn a_3_5_restart_before_the_cluster_version_is_lowered_is_refused_and_the_downgr
         assert_every_write_everywhere(&cluster, &written, &step);
     }
 }
+
+/// Custom v2 store content in the `.snap` etcd 3.6 loads: a v2 key written on
+/// 3.5 with `--enable-v2`, then enough v3 writes for a `.snap` past it (so the
+/// WAL replayed after it holds no v2 request). 3.6 refuses to start ("detected
+/// disallowed custom content in v2store") unless `--v2-deprecation=
+/// write-only-skip-check`; preflight for 3.6 refuses first (16,
+/// `v2-store-custom`) and allows the start under the same flag
+/// (`ETCD_V2_DEPRECATION`), where etcd 3.6 then starts and serves.
+#[test]
+fn etcd_3_6_refuses_custom_v2_store_content_and_preflight_refuses_first_36() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5Latest)
+        .members(1)
+        .arg("--enable-v2")
+        .snapshot_count(20)
+        .token("v2-store")
+        .start();
+    let mut http = HttpConn::new(cluster[0].client_url(), Duration::from_secs(5)).expect("conn");
+    let r = http
+        .request("PUT", "/v2/keys/app/config?value=v1", b"")
+        .expect("a v2 write");
+    assert!(r.status == 200 || r.status == 201, "v2 PUT: {}", r.status);
+    drop(http);
+    cluster.put("v3/known", "written on 3.5");
+    cluster.put_many("v3/", 60, 16);
+    cluster[0].stop().expect("it ran");
+
+    let check = upgrade_check(&cluster[0], "3.6");
+    assert_eq!(check.code, 16, "{check}");
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["v2-store-custom"],
+        "the .snap is past the v2 write, so only the store blocks: {check}"
+    );
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    let v = preflight(&cluster.agent_env(0));
+    v.expect("3.6 on custom v2 store content", 16, "refuse-version");
+    cluster[0].start_with(|f| f.extra_args.retain(|a| a != "--enable-v2"));
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains("detected disallowed custom content in v2store")
+                || cluster[0]
+                    .log_since_start()
+                    .contains("detected disallowed custom content in v2store"),
+            "etcd 3.6 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.6 was expected to refuse the v2 store: {other:?}"),
+    }
+
+    // Under write-only-skip-check both let it through, and 3.6 serves.
+    let mut env = cluster.agent_env(0);
+    env.push(("ETCD_V2_DEPRECATION".into(), "write-only-skip-check".into()));
+    let v = preflight(&env);
+    v.expect("3.6 with write-only-skip-check", 0, "start");
+    cluster[0].start_with(|f| {
+        f.extra_args.retain(|a| a != "--enable-v2");
+        f.extra_args
+            .push("--v2-deprecation=write-only-skip-check".into());
+    });
+    cluster[0].wait_healthy();
+    assert_eq!(
+        cluster[0]
+            .try_get("v3/known", true)
+            .ok()
+            .flatten()
+            .as_deref(),
+        Some("written on 3.5")
+    );
+}
