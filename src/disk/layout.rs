@@ -794,7 +794,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .conf_changes
         .iter()
         .filter(|c| c.node_id == wal.member_id && c.kind != ConfChangeKind::RemoveNode)
-        .find_map(|c| c.member.as_ref())
+        .find_map(|c| c.member.as_ref().filter(|m| !m.is_promote))
         .map(|m| m.peer_urls.clone())
         .filter(|u| !u.is_empty());
     r.empty_log = wal.last_index == 0
@@ -955,7 +955,8 @@ fn wal_failure(r: Inspection, e: WalError) -> Inspection {
 /// The membership recorded in the directory: the backend's `members` bucket, then
 /// the `.snap` in use, then ConfChange entries after it, each later source
 /// overriding an earlier one for the same ID (3.4's backend can lag its `.snap`
-/// after a restore; the WAL's conf changes are the newest word).
+/// after a restore; the WAL's conf changes are the newest word), except a
+/// learner's promotion, which carries no URLs.
 fn membership(
     wal: &Wal,
     snap: Option<&SnapFile>,
@@ -998,6 +999,10 @@ fn membership(
             ConfChangeKind::RemoveNode => {
                 by_id.remove(&cc.node_id);
             }
+            // A promotion's context names the member by ID only (3.5+
+            // `ConfigChangeContext{isPromote}`, no peer URLs): it turns a
+            // learner into a voter and changes nothing this list records.
+            _ if cc.member.as_ref().is_some_and(|m| m.is_promote) => {}
             _ => {
                 if let Some(m) = &cc.member {
                     let name = by_id

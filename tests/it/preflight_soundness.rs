@@ -194,6 +194,66 @@ fn regression_removed_recreated_stale_respelled_debris_and_symlinked_members_on_
     a_member_through_every_shape(EtcdVersion::V3_7);
 }
 
+/// A member grown as a learner and promoted (`member add --learner`, then
+/// `member promote`): the promotion's conf change names the member by ID only
+/// (no peer URLs), and the reader took it for the member's new URLs, so every
+/// restart of a promoted member was `refuse-foreign` (11, "the directory's own
+/// membership gives member … the peer URLs  but this member's are …") until a
+/// `.snap` past the promotion, whenever no peer answered (a whole-cluster
+/// restart: the promoted members stay down, and with them the quorum). Found by
+/// the stale-learner upgrade test.
+fn a_promoted_learner(version: EtcdVersion) {
+    let mut cluster = Cluster::builder(version)
+        .members(1)
+        .token("promoted-learner")
+        .start();
+    cluster.add_learner_and_promote("m1");
+    cluster.add_learner_and_promote("m2");
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/promoted");
+    // The whole cluster restarts (a node drain, an outage): no peer answers
+    // preflight, so the directory's own membership decides.
+    for i in (0..3).rev() {
+        cluster[i].stop().expect("it ran");
+    }
+    for i in [1, 2] {
+        let step = format!(
+            "{} restarted after its promotion, no peer up",
+            cluster[i].name()
+        );
+        let v = preflight(&cluster.agent_env(i));
+        v.expect(&step, 0, "start");
+        assert_eq!(
+            v.doc()["data_dir"]["member_id"],
+            member_id_hex(&cluster[i]).as_str(),
+            "{step}\n{}",
+            v.run
+        );
+    }
+    for i in 0..3 {
+        cluster[i].start();
+    }
+    for i in 0..3 {
+        cluster[i].wait_healthy();
+    }
+    assert_eq!(cluster.get("tenant/config").as_deref(), Some("precious"));
+}
+
+#[test]
+fn regression_a_promoted_learner_restarts_on_etcd_3_5() {
+    a_promoted_learner(EtcdVersion::V3_5);
+}
+
+#[test]
+fn regression_a_promoted_learner_restarts_on_etcd_3_6() {
+    a_promoted_learner(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_a_promoted_learner_restarts_on_etcd_3_7() {
+    a_promoted_learner(EtcdVersion::V3_7);
+}
+
 /// Case 1: the seed's PVC holds an earlier cluster of the same name (same member
 /// name and peer URL, another token). Nothing is recorded yet for the new
 /// cluster: preflight and restore must refuse, touching nothing.

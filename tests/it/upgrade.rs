@@ -586,3 +586,85 @@ fn etcd_3_6_refuses_custom_v2_store_content_and_preflight_refuses_first_36() {
         Some("written on 3.5")
     );
 }
+
+/// Learner flags etcd 3.5.1 left stale in the backend (etcd #19557: a promotion
+/// was applied to the v2 store but not persisted to the v3 one before
+/// 3.5.20), read where 3.6 reads them: two members grown as learners and
+/// promoted on 3.5.1, with no `.snap` since (3.6 repairs a flag from the `.snap`
+/// first, and there is none to repair from). 3.6's bootstrap then counts two
+/// learners against `--max-learners` 1 and refuses; preflight for 3.6 refuses
+/// first (16, `too-many-learners`), and both allow the start with
+/// `--max-learners 2` (`ETCD_MAX_LEARNERS`), where 3.6 starts and serves.
+#[test]
+fn etcd_3_6_refuses_learner_flags_3_5_1_left_stale_and_preflight_refuses_first_36() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5)
+        .members(1)
+        .token("stale-learners")
+        .start();
+    cluster.add_learner_and_promote("m1");
+    cluster.add_learner_and_promote("m2");
+    cluster.put("learners/known", "written on 3.5.1");
+    for i in (0..3).rev() {
+        cluster[i].stop().expect("it ran");
+    }
+    assert!(
+        cluster[0].snap_files().is_empty(),
+        "no .snap to repair from"
+    );
+
+    let report = inspect(&cluster[0]);
+    let stale: Vec<bool> = report["backend"]["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["is_learner"].as_bool().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        stale.iter().filter(|l| **l).count(),
+        2,
+        "3.5.1 left both promotions out of the backend: {report:#}"
+    );
+    let check = upgrade_check(&cluster[0], "3.6");
+    assert_eq!(check.code, 16, "{check}");
+    assert!(
+        finding_codes(&check.json()["upgrade_check"]).contains(&"too-many-learners".to_string()),
+        "{check}"
+    );
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    let v = preflight(&cluster.agent_env(0));
+    v.expect("3.6 on stale learner flags", 16, "refuse-version");
+    cluster[0].start();
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains("too many learner members")
+                || cluster[0]
+                    .log_since_start()
+                    .contains("too many learner members"),
+            "etcd 3.6 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.6 was expected to refuse the learners: {other:?}"),
+    }
+
+    // With --max-learners 2 both let every member through, and 3.6 serves.
+    for i in 0..3 {
+        cluster.member_mut(i).set_version(EtcdVersion::V3_6);
+        let mut env = cluster.agent_env(i);
+        env.push(("ETCD_MAX_LEARNERS".into(), "2".into()));
+        preflight(&env).expect("3.6 with --max-learners 2", 0, "start");
+    }
+    for i in 0..3 {
+        cluster[i].start_with(|f| f.extra_args.push("--max-learners=2".into()));
+    }
+    for i in 0..3 {
+        cluster[i].wait_healthy();
+    }
+    assert_eq!(
+        cluster[0]
+            .try_get("learners/known", true)
+            .ok()
+            .flatten()
+            .as_deref(),
+        Some("written on 3.5.1")
+    );
+}

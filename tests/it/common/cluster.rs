@@ -246,8 +246,12 @@ impl Cluster {
     /// live member list shows it unstarted: no name, no client URLs). Start it later
     /// with `cluster[i].start()` and `wait_healthy()`.
     pub fn add_member_unstarted(&mut self, name: &str) -> &Member {
+        self.add_unstarted(name, false)
+    }
+
+    fn add_unstarted(&mut self, name: &str, learner: bool) -> &Member {
         let mut flags = self.new_flags(name, ClusterState::Existing, None);
-        let (id, initial_cluster) = self.member_add(name, &flags.peer_url);
+        let (id, initial_cluster) = self.member_add(name, &flags.peer_url, learner);
         flags.initial_cluster = initial_cluster;
         let member = Member::new(self.version, self.member_dir(name), flags);
         set_mode(member.dir(), 0o755);
@@ -259,7 +263,36 @@ impl Cluster {
     /// Adds a member called `name` and starts it with `=existing` and the
     /// `--initial-cluster` that `member add` printed; returns once it is healthy.
     pub fn add_member(&mut self, name: &str) -> &Member {
-        self.add_member_unstarted(name);
+        self.add_and_start(name, false)
+    }
+
+    /// Adds `name` as a learner (`member add --learner`), starts it, and
+    /// promotes it once it is in sync (`member promote`, retried while etcd says
+    /// the learner is not in sync yet).
+    pub fn add_learner_and_promote(&mut self, name: &str) -> &Member {
+        self.add_and_start(name, true);
+        let i = self.members.len() - 1;
+        let id = format!("{:x}", self.members[i].id().expect("member add gave an ID"));
+        eventually(patience(), || {
+            // Through the first member, a voter (a learner answers "rpc not
+            // supported for learner").
+            match etcdctl_ok(
+                self.version,
+                self.members[0].client_url(),
+                ["member", "promote", &id],
+            ) {
+                Ok(_) => Ok(Ok(())),
+                Err(e) if e.contains("not in sync") || e.contains("unhealthy") => Err(e),
+                Err(e) => Ok(Err(e)),
+            }
+        })
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("member promote {name}: {e}"));
+        &self.members[i]
+    }
+
+    fn add_and_start(&mut self, name: &str, learner: bool) -> &Member {
+        self.add_unstarted(name, learner);
         let member = &self.members[self.members.len() - 1];
         for attempt in 1..=PORT_RETRIES {
             member.start();
@@ -276,18 +309,19 @@ impl Cluster {
         member
     }
 
-    /// `etcdctl member add <name> --peer-urls=<peer_url>`, retried while etcd
+    /// `etcdctl member add <name> --peer-urls=<peer_url>` (with `--learner` when
+    /// `learner`), retried while etcd
     /// answers "unhealthy cluster" (3.4 and 3.5 refuse until every voter has been
     /// connected for 5 s). Returns the new member's ID and the `--initial-cluster`
     /// it printed.
-    pub fn member_add(&self, name: &str, peer_url: &str) -> (u64, String) {
+    fn member_add(&self, name: &str, peer_url: &str, learner: bool) -> (u64, String) {
         let peer_urls = format!("--peer-urls={peer_url}");
+        let mut args = vec!["member", "add", name, &peer_urls];
+        if learner {
+            args.push("--learner");
+        }
         let out = eventually(patience(), || {
-            match etcdctl_ok(
-                self.version,
-                &self.endpoints(),
-                ["member", "add", name, &peer_urls],
-            ) {
+            match etcdctl_ok(self.version, &self.endpoints(), &args) {
                 Ok(out) => Ok(Ok(out)),
                 Err(e)
                     if e.contains("unhealthy cluster")
