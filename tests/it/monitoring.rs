@@ -8,7 +8,8 @@
 //!   here, so there is nothing to keep in step.
 //! * Every metric the rules and the dashboard name is one `serve` exports (its
 //!   `/metrics`, beside a real etcd 3.6 member), and every metric it exports
-//!   has a panel: neither can drift from `src/server/metrics.rs`.
+//!   has a panel and a line in `docs/grpc-api.md`: none can drift from
+//!   `src/server/metrics.rs`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -275,6 +276,16 @@ fn every_metric_the_rules_and_the_dashboard_name_is_one_serve_exports() {
             "{what} names metrics serve does not export: {unknown:?} (it exports {exported:?})"
         );
     }
+    // ... and in the metrics list of docs/grpc-api.md.
+    let api_doc = std::fs::read_to_string(root().join("docs/grpc-api.md")).expect("read the doc");
+    let undocumented: Vec<&String> = exported
+        .iter()
+        .filter(|n| !(api_doc.contains(&format!("`{n}`")) || api_doc.contains(&format!("`{n}{{"))))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "metrics serve exports that docs/grpc-api.md does not list: {undocumented:?}"
+    );
     let without_panel: Vec<&String> = exported.difference(&in_dashboard).collect();
     assert!(
         without_panel.is_empty(),
