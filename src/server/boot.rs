@@ -1,5 +1,6 @@
-//! What the sidecar learns once, when it starts: the verdict `preflight` wrote for
-//! this Pod start, and the identity recorded in the data directory's WAL.
+//! What the sidecar learns from the files before etcd runs: the verdict
+//! `preflight` wrote for this Pod start ([`watch_verdict`]), and the identity
+//! recorded in the data directory's WAL when the sidecar started ([`read_wal`]).
 //!
 //! Both are expectations, not observations: they say who the member *was* before
 //! etcd started, which is exactly what a member that re-bootstrapped a fresh
@@ -7,10 +8,20 @@
 //! picked apart field by field): it is written by another version of this binary,
 //! perhaps an older one, and an unknown or missing field must not cost the sidecar
 //! the fields it does understand.
+//!
+//! As a native sidecar (an init container with `restartPolicy: Always`, SPEC
+//! §2.5) `serve` starts *before* `preflight`, so the file does not exist yet when
+//! it starts, and a refusing `preflight` is retried by the kubelet and may write
+//! another verdict later. The file is therefore polled for the life of the
+//! process: each read bounded in bytes and in time, a file of an earlier Pod start
+//! never taken, the last good verdict kept when a read fails.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::identity::{PreflightVerdict, WalIdentity};
 use crate::disk::ids::parse_hex_id;
@@ -131,6 +142,136 @@ pub fn read_verdict(
         })
 }
 
+/// What the sidecar knows of this Pod start's verdict, published by
+/// [`watch_verdict`] to the poller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerdictState {
+    /// The newest verdict of this Pod start read from the file; kept when a
+    /// later read fails.
+    pub verdict: Option<PreflightVerdict>,
+    /// While no verdict of this Pod start is known: why (no file yet, a file of
+    /// an earlier Pod start, an unreadable file).
+    pub waiting: Option<String>,
+    /// The file was read (or tried) at least once.
+    pub attempted: bool,
+}
+
+/// Polls `path` every `interval` for the life of the sidecar and publishes each
+/// new verdict of this Pod start on `publish`. Each read runs in the blocking
+/// pool and is given `timeout`; a read that hangs (a stuck volume) is not
+/// repeated until it returns, and meanwhile the last state stands.
+pub async fn watch_verdict(
+    path: PathBuf,
+    this_start: PodStart,
+    interval: Duration,
+    timeout: Duration,
+    publish: watch::Sender<VerdictState>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pending: Option<
+        tokio::task::JoinHandle<Result<Option<PreflightVerdict>, VerdictFileError>>,
+    > = None;
+    let mut last_problem: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let mut read = match pending.take() {
+            Some(handle) => handle,
+            None => {
+                let (path, this_start) = (path.clone(), this_start.clone());
+                tokio::task::spawn_blocking(move || read_verdict(&path, &this_start))
+            }
+        };
+        let result = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = tokio::time::timeout(timeout, &mut read) => r,
+        };
+        let outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(join)) => {
+                tracing::error!(error = %join, "reading the verdict file panicked");
+                continue;
+            }
+            Err(_) => {
+                // Still reading: keep the read, try no other until it ends.
+                pending = Some(read);
+                let problem = format!(
+                    "reading the verdict file {} took longer than {timeout:?}",
+                    path.display()
+                );
+                note_problem(&publish, &mut last_problem, problem);
+                continue;
+            }
+        };
+        match outcome {
+            Ok(Some(verdict)) => {
+                last_problem = None;
+                publish.send_if_modified(|state| {
+                    let changed = state.verdict.as_ref() != Some(&verdict) || state.waiting.is_some();
+                    if state.verdict.as_ref() != Some(&verdict) {
+                        tracing::info!(path = %path.display(), verdict = %verdict.verdict, exit_code = verdict.exit_code, reason = %verdict.reason, "read this Pod start's preflight verdict");
+                    }
+                    state.verdict = Some(verdict);
+                    state.waiting = None;
+                    let first = !state.attempted;
+                    state.attempted = true;
+                    changed || first
+                });
+            }
+            Ok(None) => {
+                let why = format!(
+                    "waiting for preflight's verdict: no file at {} yet",
+                    path.display()
+                );
+                if last_problem.as_deref() != Some(why.as_str()) && !publish.borrow().attempted {
+                    tracing::info!(path = %path.display(), "no preflight verdict file yet; watching for it");
+                }
+                last_problem = Some(why.clone());
+                set_waiting(&publish, why);
+            }
+            Err(e) => {
+                let why = match &e {
+                    VerdictFileError::EarlierPodStart { .. } => {
+                        format!("waiting for preflight's verdict: {e}")
+                    }
+                    _ => e.to_string(),
+                };
+                note_problem(&publish, &mut last_problem, why);
+            }
+        }
+    }
+}
+
+/// A read that gave no usable verdict: logged once per distinct problem; it
+/// becomes the waiting reason only while no verdict of this Pod start is known.
+fn note_problem(
+    publish: &watch::Sender<VerdictState>,
+    last_problem: &mut Option<String>,
+    problem: String,
+) {
+    if last_problem.as_deref() != Some(problem.as_str()) {
+        tracing::warn!(problem = %problem, "no usable preflight verdict in the file");
+    }
+    *last_problem = Some(problem.clone());
+    set_waiting(publish, problem);
+}
+
+fn set_waiting(publish: &watch::Sender<VerdictState>, why: String) {
+    publish.send_if_modified(|state| {
+        let first = !state.attempted;
+        state.attempted = true;
+        if state.verdict.is_some() || state.waiting.as_deref() == Some(why.as_str()) {
+            return first;
+        }
+        state.waiting = Some(why);
+        true
+    });
+}
+
 /// Picks the fields the sidecar uses out of a verdict document.
 pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, String> {
     let verdict = doc
@@ -224,6 +365,77 @@ mod tests {
         }
         // Unknown on either side proves nothing: an older preflight's file.
         assert!(read_verdict(&path, &PodStart::default()).unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn the_watcher_picks_up_a_verdict_written_after_it_started_and_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("preflight.json");
+        let (tx, mut rx) = watch::channel(VerdictState::default());
+        let shutdown = CancellationToken::new();
+        let this_start = PodStart {
+            pod_uid: Some("pod-b".into()),
+            boot_id: None,
+        };
+        let task = tokio::spawn(watch_verdict(
+            path.clone(),
+            this_start,
+            Duration::from_millis(20),
+            Duration::from_secs(5),
+            tx,
+            shutdown.clone(),
+        ));
+        let within = Duration::from_secs(10);
+        let waiting = |rx: &mut watch::Receiver<VerdictState>, text: &'static str| {
+            let mut rx = rx.clone();
+            async move {
+                tokio::time::timeout(
+                    within,
+                    rx.wait_for(|s| s.waiting.as_deref().is_some_and(|w| w.contains(text))),
+                )
+                .await
+                .map(|r| r.map(|s| s.clone()))
+            }
+        };
+        let s = waiting(&mut rx, "no file at").await.unwrap().unwrap();
+        assert!(s.attempted && s.verdict.is_none(), "{s:?}");
+
+        // A file an earlier Pod left is never taken.
+        let doc = |pod: &str, verdict: &str, code: i32| {
+            json!({"verdict": verdict, "exit_code": code, "reason": "r", "remedy": "", "pod_uid": pod})
+                .to_string()
+        };
+        std::fs::write(&path, doc("pod-a", "start", 0)).unwrap();
+        let s = waiting(&mut rx, "earlier Pod start")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.verdict.is_none(), "{s:?}");
+
+        // This Pod start's refusal, then (the kubelet retried preflight) its start.
+        for (verdict, code) in [("refuse-empty-formed", 10), ("start", 0)] {
+            std::fs::write(&path, doc("pod-b", verdict, code)).unwrap();
+            let s = tokio::time::timeout(
+                within,
+                rx.wait_for(|s| s.verdict.as_ref().is_some_and(|v| v.verdict == verdict)),
+            )
+            .await
+            .unwrap()
+            .map(|s| s.clone())
+            .unwrap();
+            assert_eq!(s.verdict.map(|v| v.exit_code), Some(code));
+            assert_eq!(s.waiting, None);
+        }
+        // A torn or removed file later does not cost the verdict.
+        std::fs::write(&path, b"{not json").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        std::fs::remove_file(&path).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let s = rx.borrow().clone();
+        assert_eq!(s.verdict.map(|v| v.verdict), Some("start".to_owned()));
+        assert_eq!(s.waiting, None);
+        shutdown.cancel();
+        tokio::time::timeout(within, task).await.unwrap().unwrap();
     }
 
     #[test]

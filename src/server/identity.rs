@@ -260,34 +260,52 @@ pub struct Observation<'a> {
     pub wal_at_boot: Option<&'a WalIdentity>,
     /// This Pod start's preflight verdict.
     pub preflight: Option<&'a PreflightVerdict>,
+    /// Why no verdict of this Pod start is known yet (`None` once one is, or
+    /// when nobody looked).
+    pub preflight_waiting: Option<&'a str>,
 }
 
 /// The reasons the member is not the one expected, or not fit to serve; empty
-/// when it is consistent. Checked: this Pod start's preflight did not refuse; it
-/// answers; it knows a leader; its member and
+/// when it is consistent. Checked: this Pod start's preflight did not refuse
+/// (said whether or not etcd answers: as a native sidecar `serve` runs while a
+/// refusing preflight keeps etcd from starting, and its readiness carries the
+/// refusal); no verdict is awaited while the member does not answer; it answers;
+/// it knows a leader; its member and
 /// cluster IDs equal the expected ones (each only when some source knows it); and
 /// its commit index has not fallen below the commit its own WAL recorded when the
 /// agent started — a member that re-bootstrapped on a wiped directory keeps its
 /// derived IDs (they come from the peer URLs and the token), but not its log.
 pub fn assess(o: Observation<'_>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if let Some(v) = o.preflight.filter(|v| v.exit_code != 0) {
+        let mut reason = format!(
+            "preflight refused this Pod start ({}, exit {}): {}",
+            v.verdict, v.exit_code, v.reason
+        );
+        if !v.remedy.is_empty() {
+            reason.push_str("; remedy: ");
+            reason.push_str(&v.remedy);
+        }
+        reasons.push(reason);
+    }
     let member = match o.answer {
         Ok(member) => member,
         Err(why) => {
-            return vec![format!(
+            if o.preflight.is_none() {
+                // A member that answers without a verdict ran without preflight
+                // (or with an older layout); one that does not answer is, as a
+                // native sidecar sees it, still waiting for preflight.
+                if let Some(waiting) = o.preflight_waiting {
+                    reasons.push(waiting.to_owned());
+                }
+            }
+            reasons.push(format!(
                 "the local member at {} does not answer: {why}",
                 o.endpoint
-            )]
+            ));
+            return reasons;
         }
     };
-    let mut reasons = Vec::new();
-    if let Some(v) = o.preflight.filter(|v| v.exit_code != 0) {
-        // Init containers must succeed before etcd starts, so a refusal on file
-        // means preflight was bypassed or made to fail open.
-        reasons.push(format!(
-            "this Pod start's preflight refused ({}, exit {}): {}",
-            v.verdict, v.exit_code, v.reason
-        ));
-    }
     if member.leader_id.is_none() {
         reasons.push(format!(
             "member {} knows no leader (no quorum, or an election is under way)",
@@ -498,6 +516,7 @@ mod tests {
             expected,
             wal_at_boot: wal,
             preflight: None,
+            preflight_waiting: None,
         })
     }
 
@@ -639,12 +658,62 @@ mod tests {
             expected: &e,
             wal_at_boot: None,
             preflight: Some(&v),
+            preflight_waiting: None,
         });
         assert_eq!(reasons.len(), 1);
         assert!(
-            reasons[0].contains("preflight refused (refuse-foreign, exit 11)"),
+            reasons[0].contains("preflight refused this Pod start (refuse-foreign, exit 11)"),
             "{reasons:?}"
         );
+    }
+
+    #[test]
+    fn a_refusal_is_a_reason_while_etcd_does_not_run() {
+        // The native sidecar's normal case: preflight refused, so etcd never
+        // started; the refusal comes first, with its remedy.
+        let mut v = verdict(None, None);
+        v.verdict = "refuse-empty-formed".into();
+        v.exit_code = 10;
+        v.reason = "the data dir is empty but this member started before".into();
+        v.remedy = "remove and re-add the member".into();
+        let e = expect(None, Some(&v), None);
+        let reasons = assess(Observation {
+            endpoint: "http://127.0.0.1:2379",
+            answer: Err("connection refused"),
+            expected: &e,
+            wal_at_boot: None,
+            preflight: Some(&v),
+            preflight_waiting: Some("ignored: a verdict is known"),
+        });
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(
+            reasons[0],
+            "preflight refused this Pod start (refuse-empty-formed, exit 10): the data dir is empty but this member started before; remedy: remove and re-add the member"
+        );
+        assert!(reasons[1].contains("does not answer"), "{reasons:?}");
+    }
+
+    #[test]
+    fn no_verdict_yet_is_a_reason_only_while_etcd_does_not_answer() {
+        let e = expect(None, None, None);
+        let waiting =
+            "waiting for preflight's verdict: no file at /run/etcd-agent/preflight.json yet";
+        let observe = |answer| {
+            assess(Observation {
+                endpoint: "http://127.0.0.1:2379",
+                answer,
+                expected: &e,
+                wal_at_boot: None,
+                preflight: None,
+                preflight_waiting: Some(waiting),
+            })
+        };
+        let reasons = observe(Err("connection refused"));
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(reasons[0], waiting);
+        // etcd runs: preflight (if any) is done; no file means none ran.
+        let m = member(0xa, 0xc);
+        assert!(observe(Ok(&m)).is_empty());
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub struct InfoLabels {
     pub etcd_version: String,
 }
 
+/// Labels of `etcd_agent_preflight_verdict`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabel {
+    /// The verdict name (`start`, `refuse-empty-formed`, …).
+    pub verdict: String,
+}
+
 /// Every metric, cheap to clone (each is an `Arc` inside).
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
@@ -70,8 +77,11 @@ pub struct Metrics {
     pub hazards: Gauge,
     /// Open WatchIdentity streams.
     pub watchers: Gauge,
-    /// preflight's exit code for this Pod start (-1 without a verdict file).
+    /// preflight's exit code for this Pod start (-1 until a verdict file of this
+    /// Pod start is read).
     pub preflight_exit_code: Gauge,
+    /// 1, labelled with this Pod start's preflight verdict (no series before one).
+    pub preflight_verdict: Family<VerdictLabel, Gauge>,
     /// Polls of the local member, by result.
     pub polls: Family<ResultLabel, Counter>,
     /// Reports to the collector, by result.
@@ -147,8 +157,13 @@ impl Metrics {
         );
         r.register(
             "preflight_exit_code",
-            "Exit code of this Pod start's preflight (-1 when no verdict file was found)",
+            "Exit code of this Pod start's preflight (-1 until a verdict file of this Pod start is read)",
             self.preflight_exit_code.clone(),
+        );
+        r.register(
+            "preflight_verdict",
+            "1, labelled with this Pod start's preflight verdict (no series until preflight has written one)",
+            self.preflight_verdict.clone(),
         );
         r.register(
             "identity_polls",
@@ -200,6 +215,19 @@ impl Metrics {
         self.hazards.set(saturating_i64(f.hazards.len() as u64));
         self.preflight_exit_code
             .set(f.preflight.as_ref().map_or(-1, |v| i64::from(v.exit_code)));
+        match &f.preflight {
+            Some(v) => {
+                let label = VerdictLabel {
+                    verdict: v.verdict.clone(),
+                };
+                // One series only: the verdict preflight wrote last.
+                if self.preflight_verdict.get(&label).is_none() {
+                    self.preflight_verdict.clear();
+                    self.preflight_verdict.get_or_create(&label).set(1);
+                }
+            }
+            None => self.preflight_verdict.clear(),
+        }
         match &f.member {
             Some(m) => {
                 self.has_leader
@@ -242,4 +270,57 @@ pub fn render(registry: &Registry) -> Result<String, std::fmt::Error> {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, registry)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::identity::PreflightVerdict;
+    use crate::server::poller::initial_identity;
+
+    fn verdict(name: &str, exit_code: i32) -> PreflightVerdict {
+        PreflightVerdict {
+            verdict: name.to_owned(),
+            exit_code,
+            reason: String::new(),
+            remedy: String::new(),
+            decided_at_unix: None,
+            member_id: None,
+            cluster_id: None,
+            path: "/run/etcd-agent/preflight.json".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_verdict_series_follows_the_newest_verdict() {
+        let metrics = Metrics::default();
+        let registry = metrics.register();
+        let mut id = initial_identity("http://127.0.0.1:2379", std::time::SystemTime::now());
+        metrics.observe(&id, false);
+        let text = render_prometheus(&registry).unwrap_or_default();
+        assert!(text.contains("etcd_agent_preflight_exit_code -1"), "{text}");
+        assert!(!text.contains("etcd_agent_preflight_verdict{"), "{text}");
+
+        // preflight refused, then (retried by the kubelet) allowed the start.
+        for (name, code) in [("refuse-empty-formed", 10), ("start", 0)] {
+            id.facts.preflight = Some(verdict(name, code));
+            metrics.observe(&id, false);
+            let text = render_prometheus(&registry).unwrap_or_default();
+            assert!(
+                text.contains(&format!(
+                    "etcd_agent_preflight_verdict{{verdict=\"{name}\"}} 1"
+                )),
+                "{text}"
+            );
+            assert_eq!(
+                text.matches("etcd_agent_preflight_verdict{").count(),
+                1,
+                "one series: {text}"
+            );
+            assert!(
+                text.contains(&format!("etcd_agent_preflight_exit_code {code}")),
+                "{text}"
+            );
+        }
+    }
 }

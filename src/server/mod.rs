@@ -152,6 +152,7 @@ pub async fn run(
         watch::channel(poller::initial_identity(&config.etcd.endpoint, started));
     let (operator_tx, operator_rx) = watch::channel(OperatorState::default());
     let (hazards_tx, hazards_rx) = watch::channel(HazardState::default());
+    let (verdict_tx, verdict_rx) = watch::channel(boot::VerdictState::default());
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status("", tonic_health::ServingStatus::NotServing)
@@ -161,6 +162,17 @@ pub async fn run(
         .await;
 
     let mut tasks = tokio::task::JoinSet::new();
+
+    // This Pod start's verdict, watched for: as a native sidecar serve starts
+    // before preflight has written it.
+    tasks.spawn(boot::watch_verdict(
+        config.verdict_file.clone(),
+        boot::PodStart::current(config.pod_uid.clone()),
+        config.poll_interval.min(Duration::from_secs(1)),
+        config.poll_timeout,
+        verdict_tx,
+        shutdown.clone(),
+    ));
 
     // Boot reads, then the poller.
     {
@@ -188,6 +200,8 @@ pub async fn run(
                 operator_first_wait,
                 operator: operator_rx,
                 hazards: hazards_rx,
+                preflight: verdict_rx,
+                preflight_first_wait: boot_conf.poll_timeout + Duration::from_millis(500),
                 publish,
                 health,
                 metrics,
@@ -354,23 +368,9 @@ fn flatten_http(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Optio
     }
 }
 
-/// The verdict file and the WAL, read once (the WAL in the blocking pool).
+/// The WAL, read once in the blocking pool (the verdict file is watched by
+/// [`boot::watch_verdict`]).
 async fn read_boot(config: &Config) -> Boot {
-    let this_start = boot::PodStart::current(config.pod_uid.clone());
-    let verdict = match boot::read_verdict(&config.verdict_file, &this_start) {
-        Ok(Some(v)) => {
-            tracing::info!(path = %config.verdict_file.display(), verdict = %v.verdict, exit_code = v.exit_code, "read this Pod start's preflight verdict");
-            Some(v)
-        }
-        Ok(None) => {
-            tracing::info!(path = %config.verdict_file.display(), "no preflight verdict file");
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "ignoring the preflight verdict file");
-            None
-        }
-    };
     let data_dir = config.data_dir.clone();
     let wal_dir = config.wal_dir.clone();
     let wal =
@@ -392,5 +392,5 @@ async fn read_boot(config: &Config) -> Boot {
                 None
             }
         };
-    Boot { verdict, wal }
+    Boot { wal }
 }

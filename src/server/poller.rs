@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
+use super::boot::VerdictState;
 use super::identity::{
-    assess, expect, Facts, Hazard, Identity, LocalMember, Observation, OperatorIds,
-    PreflightVerdict, WalIdentity,
+    assess, expect, Facts, Hazard, Identity, LocalMember, Observation, OperatorIds, WalIdentity,
 };
 use super::local::{LocalClient, PollError};
 use super::metrics::{Metrics, Outcome};
@@ -48,8 +48,6 @@ pub struct HazardState {
 /// The expectations read once at boot.
 #[derive(Debug, Clone, Default)]
 pub struct Boot {
-    /// This Pod start's verdict.
-    pub verdict: Option<PreflightVerdict>,
     /// The WAL at boot.
     pub wal: Option<WalIdentity>,
 }
@@ -73,6 +71,10 @@ pub struct Poller {
     pub operator: watch::Receiver<OperatorState>,
     /// The pod-check's findings.
     pub hazards: watch::Receiver<HazardState>,
+    /// This Pod start's preflight verdict, as the verdict file watcher last read it.
+    pub preflight: watch::Receiver<VerdictState>,
+    /// How long to wait for the first read of the verdict file before publishing.
+    pub preflight_first_wait: Duration,
     /// Where the identity is published.
     pub publish: watch::Sender<Identity>,
     /// The gRPC health service.
@@ -112,6 +114,13 @@ impl Poller {
             // expectation (and perhaps readiness) a moment later.
             let _ = tokio::time::timeout(wait, self.operator.wait_for(|s| s.attempted)).await;
         }
+        // Likewise the verdict file, when it is there already (serve restarted,
+        // or run as a plain container after preflight).
+        let _ = tokio::time::timeout(
+            self.preflight_first_wait,
+            self.preflight.wait_for(|s| s.attempted),
+        )
+        .await;
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last: Option<LocalMember> = None;
@@ -126,6 +135,7 @@ impl Poller {
                 _ = tick.tick() => true,
                 Ok(()) = self.operator.changed() => false,
                 Ok(()) = self.hazards.changed() => false,
+                Ok(()) = self.preflight.changed() => false,
             };
             if polled {
                 let deadline = Instant::now() + self.timeout;
@@ -199,9 +209,10 @@ impl Poller {
     ) -> Identity {
         let operator = self.operator.borrow().clone();
         let hazards = self.hazards.borrow().clone();
+        let preflight = self.preflight.borrow().clone();
         let mut expected = expect(
             operator.ids,
-            self.boot.verdict.as_ref(),
+            preflight.verdict.as_ref(),
             self.boot.wal.as_ref(),
         );
         expected.operator_enabled = self.operator_first_wait.is_some();
@@ -217,7 +228,8 @@ impl Poller {
             answer: member_answer,
             expected: &expected,
             wal_at_boot: self.boot.wal.as_ref(),
-            preflight: self.boot.verdict.as_ref(),
+            preflight: preflight.verdict.as_ref(),
+            preflight_waiting: preflight.waiting.as_deref(),
         });
         if let (Ok(()), Some(m)) = (answer, last) {
             // Only what was polled just now moves the mark (a kept answer is old).
@@ -234,7 +246,7 @@ impl Poller {
             member_answered: answer.is_ok(),
             member_error: answer.as_ref().err().map(|e| e.message.clone()),
             member: last.clone(),
-            preflight: self.boot.verdict.clone(),
+            preflight: preflight.verdict,
             wal_at_boot: self.boot.wal.clone(),
             expected,
             consistent: reasons.is_empty(),

@@ -96,7 +96,7 @@ fn deploy_manifests_pass_the_offline_validator() {
         "deploy/base/role.yaml Role/etcd-member-agent",
         "deploy/base/rolebinding.yaml RoleBinding/etcd-member-agent",
         "deploy/base/serviceaccount.yaml ServiceAccount/etcd-member-agent",
-        "deploy/overlays/example/pod.yaml Pod/etcd-0",
+        "deploy/overlays/example/pod.yaml Pod/etcd-7xk2p",
         "deploy/overlays/example/role-resource-names.yaml Role/etcd-member-agent",
     ] {
         assert!(
@@ -134,7 +134,7 @@ fn a_pod_whose_containers_is_a_number_fails_validation() {
         text.contains("at spec.containers: 5 is not of type 'array'"),
         "{text}"
     );
-    assert!(text.contains("pod.yaml Pod/etcd-0"), "{text}");
+    assert!(text.contains("pod.yaml Pod/etcd-7xk2p"), "{text}");
 }
 
 #[test]
@@ -154,8 +154,8 @@ fn a_duplicate_key_fails_the_yaml_lint() {
     // YAML parsers keep the last of two equal keys silently; yamllint does not.
     let (code, text) = validate_edited_example(|pod| {
         pod.replacen(
-            "  hostname: etcd-0\n",
-            "  hostname: etcd-0\n  hostname: etcd-1\n",
+            "  hostname: etcd-7xk2p\n",
+            "  hostname: etcd-7xk2p\n  hostname: etcd-m4q9z\n",
             1,
         )
     });
@@ -517,14 +517,30 @@ fn the_example_pod_wires_install_restore_preflight_and_serve_together() {
         .iter()
         .map(name)
         .collect();
-    assert_eq!(inits, ["install", "restore", "preflight"]);
+    // The sidecar is a native sidecar started first, so it runs while
+    // preflight decides (SPEC §2.5); the other init containers run to completion.
+    assert_eq!(inits, ["agent", "install", "restore", "preflight"]);
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()
         .expect("containers")
         .iter()
         .map(name)
         .collect();
-    assert_eq!(names, ["etcd", "agent"]);
+    assert_eq!(names, ["etcd"]);
+    for c in containers(&pod) {
+        let expected = if name(c) == "agent" {
+            Some("Always")
+        } else {
+            None
+        };
+        assert_eq!(c["restartPolicy"].as_str(), expected, "{}", name(c));
+    }
+    assert_eq!(
+        agent_argv(container(&pod, "agent"))
+            .map(|(sub, _)| sub)
+            .as_deref(),
+        Some("serve")
+    );
 
     // install copies into the tools volume; restore runs the copy from it,
     // inside the etcd image.
@@ -591,6 +607,31 @@ fn the_example_pod_wires_install_restore_preflight_and_serve_together() {
         .expect("sidecar ports")
         .iter()
         .any(|p| p["containerPort"] == port));
+
+    // Every agent container knows this Pod start (the downward API's UID):
+    // serve never takes a verdict file of an earlier Pod start.
+    for c in [restore, preflight, serve] {
+        let uid = c["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == "POD_UID")
+            .unwrap_or_else(|| panic!("{} has no POD_UID", name(c)));
+        assert_eq!(uid["valueFrom"]["fieldRef"]["fieldPath"], "metadata.uid");
+    }
+
+    // The operator's reality: etcd 3.6.11, restore finding the image's etcdutl
+    // by itself, `<cluster>-<random>` member names.
+    assert_eq!(
+        container(&pod, "etcd")["image"],
+        "quay.io/coreos/etcd:v3.6.11"
+    );
+    assert!(!env(restore).contains_key("ETCDUTL_PATH"));
+    let pod_name = pod["metadata"]["name"].as_str().expect("a name");
+    assert!(
+        pod_name.starts_with("etcd-") && pod_name != "etcd-0",
+        "{pod_name}"
+    );
 
     // Refusals are readable from the Pod's status.
     for c in [restore, preflight] {
@@ -990,4 +1031,9 @@ fn the_example_sidecar_serves_livez_and_keeps_readyz_503_without_its_member() {
     let (code, body) = ready.expect("an answer on the readiness path");
     assert_eq!(code, 503, "{body}");
     assert!(body.starts_with("not ready:"), "{body}");
+    // Started first, as the native sidecar is: preflight has written nothing.
+    assert!(
+        body.contains("waiting for preflight's verdict: no file at"),
+        "{body}"
+    );
 }

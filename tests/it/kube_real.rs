@@ -996,8 +996,8 @@ async fn the_example_overlays_resource_names_deny_another_members_record_and_unl
         .flatten()
         .filter_map(|n| n.as_str().map(str::to_owned))
         .collect();
-    assert!(listed.contains(&"etcd-0".to_owned()), "{listed:?}");
-    let listed_member = "etcd-0";
+    assert!(listed.contains(&"etcd-7xk2p".to_owned()), "{listed:?}");
+    let listed_member = "etcd-7xk2p";
     let other_member = "etcd-9";
     let members_admin = members(&w.admin, NS);
     for name in [listed_member, other_member] {
@@ -1413,6 +1413,181 @@ async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_b
         .await
         .expect(step, 0, "bootstrap")
         .source(step, "witness", true, "");
+}
+
+/// One refusal, visible three ways (issue 14; SPEC §2.2, §2.5), where the
+/// operator and people look: real etcd 3.6 formed the cluster and the operator
+/// latched both IDs; the volume is wiped and the Pod recreated. `serve` starts
+/// first, as the native sidecar does, with the shipped Role and a real token,
+/// reporting to a collector; it waits for preflight's verdict. preflight
+/// refuses (`refuse-empty-formed`, exit 10). Then (a) the Warning Event on the
+/// Pod names the verdict, (b) the sidecar reports it on `/metrics`, in the push
+/// report and over gRPC, and `/readyz` is 503 with the reason, (c) the
+/// termination message carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_refusal_is_visible_three_ways_the_event_the_sidecar_and_the_termination_message() {
+    use crate::serve_support::{block_on, metric, CollectorServer, Serve};
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    let m0 = &etcd[0];
+    off_runtime(|| etcd.put_many("kept/", 5, 16));
+    let member_id = m0.id_hex().expect("m0's ID");
+    let cluster_id = format!(
+        "{:016x}",
+        m0.endpoint_status()["header"]["cluster_id"]
+            .as_u64()
+            .expect("cluster_id")
+    );
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    create(
+        &members(&w.admin, NS),
+        member_doc(NS, &name, true, m0.initial_cluster()),
+    )
+    .await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+    // The operator latched both IDs once the member was Ready.
+    patch_status(
+        &members(&w.admin, NS),
+        &name,
+        json!({"memberID": member_id}),
+    )
+    .await;
+    patch_status(
+        &clusters(&w.admin, NS),
+        CLUSTER,
+        json!({"clusterID": cluster_id}),
+    )
+    .await;
+
+    // The volume is wiped; the Pod is recreated (a new UID, a fresh emptyDir).
+    m0.stop();
+    m0.wipe_data_dir();
+    let pod_uid = "7e4a1c2b-recreated-pod";
+    let run_dir = scratch();
+    let verdict_file = run_dir.path().join("preflight.json");
+    let termination_log = run_dir.path().join("termination-log");
+    let collector_port = free_port();
+    let mut collector = off_runtime(|| CollectorServer::start(collector_port, None));
+
+    // The native sidecar starts first: nothing to report but the wait.
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .verdict_file(&verdict_file)
+        .arg("--kube=true")
+        .arg(format!("--namespace={NS}"))
+        .arg(format!("--pod-name={name}"))
+        .arg(format!("--pod-uid={pod_uid}"))
+        .arg(format!("--kubeconfig={}", w.kubeconfig()))
+        .arg("--kube-interval=1s")
+        .arg(format!("--report-to=http://127.0.0.1:{collector_port}"))
+        .arg("--report-interval=1s")
+        .start();
+    off_runtime(|| serve.wait_readyz_saying(503, "waiting for preflight's verdict: no file at"));
+
+    // preflight, with the Pod's env, the shared verdict file and its
+    // termination log.
+    let mut env = m0.agent_env();
+    for (k, v) in pod_env(&w, NS, &name, m0.initial_cluster(), m0.data_dir()) {
+        env = with(&env, &k, &v);
+    }
+    for (k, v) in [
+        ("POD_UID", pod_uid.to_owned()),
+        ("AGENT_VERDICT_FILE", verdict_file.display().to_string()),
+        ("TERMINATION_LOG", termination_log.display().to_string()),
+        ("AGENT_TIMEOUT", "10s".to_owned()),
+    ] {
+        env = with(&env, k, v);
+    }
+    let run =
+        match tokio::task::spawn_blocking(move || run_agent(["preflight", "-o", "json"], &env))
+            .await
+        {
+            Ok(run) => run,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+    assert_eq!(run.code, 10, "{run}");
+    assert_eq!(run.json()["verdict"], "refuse-empty-formed", "{run}");
+    let reason = run.json()["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains(&member_id), "{run}");
+
+    // (a) The Event on the Pod, as `kubectl describe pod` lists it.
+    let events = pod_events(&w, &name).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!(e.reason.as_deref(), Some("refuse-empty-formed"), "{e:?}");
+    assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+    assert_eq!(e.message.as_deref(), Some(reason.as_str()), "{e:?}");
+    assert_eq!(e.involved_object.uid.as_deref(), Some(pod_uid), "{e:?}");
+
+    // (b) The sidecar: /readyz, /metrics, the push report, gRPC.
+    let body = off_runtime(|| {
+        serve.wait_readyz_saying(
+            503,
+            "preflight refused this Pod start (refuse-empty-formed, exit 10)",
+        )
+    });
+    assert!(body.contains(&reason), "{body}");
+    assert!(!body.contains("waiting for preflight"), "{body}");
+    let metrics = serve.metrics();
+    assert_eq!(
+        metric(
+            &metrics,
+            "etcd_agent_preflight_verdict",
+            "verdict=\"refuse-empty-formed\""
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
+        Some(10.0),
+        "{metrics}"
+    );
+    assert_eq!(metric(&metrics, "etcd_agent_ready", ""), Some(0.0));
+    let report = off_runtime(|| {
+        collector.wait_report("carrying the refusal", |r| {
+            r.identity
+                .as_ref()
+                .and_then(|i| i.preflight.as_ref())
+                .is_some_and(|p| p.verdict == "refuse-empty-formed")
+        })
+    });
+    assert_eq!(
+        (report.pod_name.as_str(), report.namespace.as_str()),
+        (name.as_str(), NS)
+    );
+    let identity = report.identity.unwrap_or_default();
+    let preflight = identity.preflight.clone().unwrap_or_default();
+    assert_eq!(preflight.exit_code, 10);
+    assert_eq!(preflight.reason, reason);
+    assert!(!identity.consistent);
+    assert!(
+        identity
+            .reasons
+            .first()
+            .is_some_and(|r| r.starts_with("preflight refused this Pod start")),
+        "{:?}",
+        identity.reasons
+    );
+    let got = off_runtime(|| block_on(serve.identity()));
+    assert_eq!(
+        got.preflight.map(|p| (p.verdict, p.exit_code)),
+        Some(("refuse-empty-formed".to_owned(), 10))
+    );
+
+    // (c) The termination message.
+    let message = std::fs::read_to_string(&termination_log)
+        .unwrap_or_else(|e| panic!("no termination message: {e}\n{run}"));
+    assert!(message.len() <= 4096, "{message}");
+    let message: Value =
+        serde_json::from_str(&message).unwrap_or_else(|e| panic!("{e}: {message}"));
+    assert_eq!(message["verdict"], "refuse-empty-formed", "{message}");
+    assert_eq!(message["exit_code"], 10, "{message}");
+    drop(serve);
+    off_runtime(|| collector.stop());
 }
 
 /// A real member's data dir against its witness: the Lease's IDs are

@@ -31,6 +31,7 @@ mod inspect;
 mod install;
 mod kube_evidence;
 mod kube_real;
+mod monitoring;
 mod pod_check;
 mod preflight;
 mod preflight_kube;

@@ -549,3 +549,141 @@ fn with_kube_the_operators_record_is_the_expectation_and_pod_hazards_are_reporte
     );
     block_on(api.stop());
 }
+
+/// A verdict document as preflight writes it (`pod_uid` names the Pod start).
+fn verdict_doc(pod_uid: &str, verdict: &str, exit_code: i32, ids: Option<(&str, &str)>) -> String {
+    let (member_id, cluster_id) = match ids {
+        Some((m, c)) => (serde_json::json!(m), serde_json::json!(c)),
+        None => (serde_json::Value::Null, serde_json::Value::Null),
+    };
+    serde_json::json!({
+        "verdict": verdict,
+        "exit_code": exit_code,
+        "reason": format!("{verdict} because the test says so"),
+        "remedy": if exit_code == 0 { "" } else { "remove and re-add the member" },
+        "decided_at_unix": 1_700_000_000,
+        "pod_uid": pod_uid,
+        "evidence": [],
+        "data_dir": {"state": "empty", "member_id": member_id, "cluster_id": cluster_id},
+    })
+    .to_string()
+}
+
+/// preflight writes the verdict file atomically (a temp file renamed into place).
+fn write_verdict(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `serve` as a native sidecar (SPEC §2.5): started before preflight, so before
+/// the verdict file exists and before etcd runs. It says it waits for the
+/// verdict, never takes an earlier Pod start's file, picks up this start's
+/// refusal when preflight writes it (readiness, metrics, gRPC), follows the
+/// verdict when the retried preflight writes another, and is ready once etcd
+/// runs with the identity the verdict names.
+#[test]
+fn the_sidecar_started_before_preflight_picks_up_each_verdict_it_writes() {
+    let cluster = Cluster::builder(EtcdVersion::V3_6).start();
+    let m0 = &cluster[0];
+    let st = m0.endpoint_status();
+    let (member_id, cluster_id) = (
+        hex(status_u64(&st["header"], "member_id")),
+        hex(status_u64(&st["header"], "cluster_id")),
+    );
+    m0.stop();
+    let run = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let verdict = run.path().join("preflight.json");
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .verdict_file(&verdict)
+        .arg("--pod-uid=pod-b")
+        .start();
+
+    // Nothing written yet.
+    let body = serve.wait_readyz_saying(503, "waiting for preflight's verdict: no file at");
+    assert!(body.contains("does not answer"), "{body}");
+    let metrics = serve.metrics();
+    assert_eq!(
+        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
+        Some(-1.0)
+    );
+    assert!(
+        !metrics.contains("etcd_agent_preflight_verdict{"),
+        "{metrics}"
+    );
+
+    // An earlier Pod's file (a kept volume) is never this start's.
+    write_verdict(&verdict, &verdict_doc("pod-a", "start", 0, None));
+    serve.wait_readyz_saying(503, "is of an earlier Pod start");
+    assert!(block_on(serve.identity()).preflight.is_none());
+
+    // This start's refusal, written while the sidecar runs.
+    write_verdict(
+        &verdict,
+        &verdict_doc("pod-b", "refuse-empty-formed", 10, None),
+    );
+    let body = serve.wait_readyz_saying(
+        503,
+        "preflight refused this Pod start (refuse-empty-formed, exit 10): refuse-empty-formed because the test says so; remedy: remove and re-add the member",
+    );
+    assert!(!body.contains("waiting for preflight"), "{body}");
+    let metrics = serve.metrics();
+    assert_eq!(
+        metric(
+            &metrics,
+            "etcd_agent_preflight_verdict",
+            "verdict=\"refuse-empty-formed\""
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
+        Some(10.0)
+    );
+    let identity = block_on(serve.identity());
+    let preflight = identity.preflight.unwrap_or_default();
+    assert_eq!(
+        (preflight.verdict.as_str(), preflight.exit_code),
+        ("refuse-empty-formed", 10)
+    );
+    assert!(identity.reasons[0].starts_with("preflight refused this Pod start"));
+
+    // The kubelet retried preflight; it allowed the start; etcd runs.
+    write_verdict(
+        &verdict,
+        &verdict_doc("pod-b", "start", 0, Some((&member_id, &cluster_id))),
+    );
+    m0.start();
+    m0.wait_healthy();
+    let body = serve.wait_readyz(200);
+    assert!(body.contains(&member_id), "{body}");
+    let metrics = serve.metrics();
+    assert_eq!(
+        metric(
+            &metrics,
+            "etcd_agent_preflight_verdict",
+            "verdict=\"start\""
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metrics.matches("etcd_agent_preflight_verdict{").count(),
+        1,
+        "only the newest verdict: {metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
+        Some(0.0)
+    );
+    let expected = block_on(serve.identity()).expected.unwrap_or_default();
+    assert_eq!(
+        (expected.member_id.as_str(), expected.member_id_source),
+        (
+            member_id.as_str(),
+            pb::ExpectationSource::PreflightVerdict as i32
+        )
+    );
+}

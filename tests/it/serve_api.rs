@@ -61,8 +61,11 @@ fn unknown_request_fields_are_ignored() {
     assert!(identity.sequence >= 1);
     assert!(!identity.member_answered);
     assert!(!identity.consistent);
+    // No verdict file and no member: it says it waits for preflight, then
+    // that the member does not answer.
     assert!(
-        identity.reasons[0].contains("does not answer"),
+        identity.reasons[0].starts_with("waiting for preflight's verdict")
+            && identity.reasons[1].contains("does not answer"),
         "{:?}",
         identity.reasons
     );
