@@ -392,28 +392,43 @@ pub struct Downgrade {
 }
 
 impl Downgrade {
-    /// Decodes the value leniently: a value etcd cannot parse is reported, not
-    /// an error of the whole backend.
+    /// Decodes the value as etcd does (Go's `encoding/json`: keys matched
+    /// without regard to case, `null` leaves the default, unknown keys
+    /// ignored), leniently: a value etcd cannot load — not that object, a field
+    /// of another type, or enabled with a target that is not `X.Y.Z` (etcd
+    /// panics "unexpected version format of the downgrade target version") — is
+    /// reported as `malformed`, not an error of the whole backend.
     pub fn decode(value: &[u8]) -> Downgrade {
-        #[derive(serde::Deserialize)]
-        struct Raw {
-            #[serde(rename = "target-version", default)]
-            target_version: String,
-            #[serde(default)]
-            enabled: bool,
+        let malformed = Downgrade {
+            enabled: false,
+            target_version: String::new(),
+            malformed: true,
+        };
+        let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(value)
+        else {
+            return malformed;
+        };
+        let mut out = Downgrade {
+            enabled: false,
+            target_version: String::new(),
+            malformed: false,
+        };
+        for (k, v) in &map {
+            match (k.to_ascii_lowercase().as_str(), v) {
+                (_, serde_json::Value::Null) => {}
+                ("enabled", serde_json::Value::Bool(b)) => out.enabled = *b,
+                ("target-version", serde_json::Value::String(t)) => out.target_version = t.clone(),
+                ("enabled" | "target-version", _) => return malformed,
+                _ => {}
+            }
         }
-        match serde_json::from_slice::<Raw>(value) {
-            Ok(r) => Downgrade {
-                enabled: r.enabled,
-                target_version: r.target_version,
-                malformed: false,
-            },
-            Err(_) => Downgrade {
-                enabled: false,
-                target_version: String::new(),
-                malformed: true,
-            },
+        if out.enabled && parse_semver(&out.target_version).is_none() {
+            return Downgrade {
+                enabled: true,
+                ..malformed
+            };
         }
+        out
     }
 }
 

@@ -14,9 +14,10 @@
 //! | `too-many-learners` | 3.6+ | `ValidateMaxLearnerConfig` at bootstrap: more learners in the backend (after 3.6's sync of promotions from the `.snap`) than `--max-learners` |
 //! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
 //! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" (3.6+ against the backend's, ≤ 3.5 against the larger of the `.snap`'s and the backend's); for 3.5 while a downgrade is enabled, the `downgrade-*` rows decide |
+//! | `cluster-version-newer-in-wal` | any | a cluster version above the target set in the WAL after the start snapshot (`ClusterVersionSet`, v2 `PUT /0/version`): etcd re-applies it at start and `mustDetectDowngrade` panics; 3.5 exempts it while the downgrade state as replayed enables a downgrade to 3.5 |
 //! | `downgrade-target-other` | 3.5 | `mustDetectDowngrade` panics "server version is not allowed to join when downgrade is enabled": `cluster/downgrade` enables a downgrade to another version |
 //! | `downgrade-info-malformed` | 3.5+ | loading `cluster/downgrade` panics "failed to unmarshal downgrade information" |
-//! | `downgrade-not-lowered` | 3.5 | a downgrade to 3.5 is enabled, the cluster version not lowered yet: 3.5 starts but answers "not capable", and 3.6's `decideClusterVersion` never lowers it while a member runs 3.5 — the downgrade stops |
+//! | `downgrade-not-lowered` | 3.5 | a downgrade to 3.5 is enabled, the cluster version not lowered yet: 3.5 starts, but its `.snap`/WAL keep the newer version (3.5 forces no snapshot when it is lowered; 3.6 does), so its first restart after the downgrade completes panics in `mustDetectDowngrade` |
 //! | `downgrade-enabled` | 3.5 | warning: a downgrade to 3.5 is enabled and the cluster version lowered: 3.5 joins |
 //! | `skipped-minor` | any | warning: etcd upgrades one minor at a time; peers of the old line are refused by the new one |
 //! | `learner-flag-stale` | 3.6+ | warning: 3.6 rewrites the backend's flag from the v2 store; 3.7 reads only the backend |
@@ -346,15 +347,16 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
             code: "downgrade-not-lowered",
             blocks: true,
             message: format!(
-                "a downgrade to {} is enabled but the cluster version is still {}: etcd {target} would start and answer \"not capable\", and the leader would never lower the cluster version while a member runs {} (\"Cannot downgrade from minimal-server-version to downgrade-target\")",
+                "a downgrade to {} is enabled but the cluster version is still {}: etcd {target} would start now (answering \"not capable\" until the version is lowered), but this member's .snap and WAL keep cluster version {} and 3.5 takes no snapshot when the version is lowered, so once the downgrade completes its next restart panics (\"invalid downgrade; server version is lower than determined cluster version\"); a 3.6 member takes that snapshot when it applies the lowered version",
                 fmt_line(d),
                 current.map_or(String::new(), fmt_line),
-                fmt_line(d)
+                current.map_or(String::new(), fmt_line)
             ),
-            rule: "etcd 3.6 etcdserver/version/monitor.go decideClusterVersion (the leader lowers the cluster version only while every member runs the newer minor)",
+            rule: "etcd 3.6 etcdserver/apply/apply.go ClusterVersionSet (ForceSnapshot on a lowered version); 3.5 membership/cluster.go Recover and SetVersion (mustDetectDowngrade against the .snap's and each replayed version)",
             remedy: format!(
-                "start this member on {} again; once every member runs it and answers, the leader lowers the cluster version to {} within seconds (`etcdctl endpoint status`, or /version's etcdcluster); then restart members on {} one at a time",
+                "start this member on {} again; once every member runs it and answers, the leader lowers the cluster version to {} within seconds (`curl <client-url>/version` shows etcdcluster {}.0) and every 3.6 member takes a snapshot; then restart members on {} one at a time",
                 current.map_or(String::new(), fmt_line),
+                fmt_line(d),
                 fmt_line(d),
                 fmt_line(d)
             ),
@@ -363,11 +365,11 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
             code: "downgrade-enabled",
             blocks: false,
             message: format!(
-                "a downgrade to {} is enabled (cluster/downgrade) and the cluster version is lowered: etcd {target} joins",
+                "a downgrade to {} is enabled (cluster/downgrade) and the recorded cluster version is not above it: etcd {target} joins",
                 fmt_line(d)
             ),
             rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",
-            remedy: "none: the leader cancels the downgrade when every member runs the target".into(),
+            remedy: "none: the downgrade is cancelled once it completes".into(),
         }),
         Some(_) => f.push(Finding {
             code: "downgrade-target-other",
@@ -397,6 +399,52 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
                 fmt_line(t)
             ),
         });
+    }
+    // The cluster versions etcd re-applies from the WAL after the start
+    // snapshot, each checked against itself as it goes: 3.5 exempts one while
+    // the downgrade state (the backend's, then each replayed change) enables a
+    // downgrade to 3.5; 3.6+ exempt none.
+    if !f.iter().any(|x| x.code == "cluster-version-newer") {
+        let mut dg: Option<(bool, String)> = r
+            .backend
+            .as_ref()
+            .and_then(|b| b.downgrade.as_ref())
+            .map(|d| (d.enabled, d.target_version.clone()));
+        for ev in r.v2_replay.iter().flat_map(|v| &v.versions) {
+            if let Some(d) = &ev.downgrade {
+                dg = Some(d.clone());
+                continue;
+            }
+            let Some(v) = ev.cluster_version.as_deref().and_then(line_of) else {
+                continue;
+            };
+            let exempt = t == (3, 5)
+                && dg
+                    .as_ref()
+                    .is_some_and(|(on, to)| *on && line_of(to) == Some(t));
+            if v.0 == t.0 && v.1 > t.1 && !exempt {
+                f.push(Finding {
+                    code: "cluster-version-newer-in-wal",
+                    blocks: true,
+                    message: format!(
+                        "the WAL after the start snapshot sets cluster version {} at index {}, and etcd {target} re-applies it at start with no downgrade to {} enabled at that point: it panics (\"invalid downgrade; server version is lower than determined cluster version\")",
+                        fmt_line(v),
+                        ev.index,
+                        fmt_line(t),
+                    ),
+                    rule: "etcd 3.5 etcdserver/apply.go (ClusterVersionSet applied whatever the consistent index) and membership/cluster.go SetVersion → mustDetectDowngrade; 3.6+ the same through applyInternalRaftRequest",
+                    remedy: format!(
+                        "the data is intact and on the other members: if the cluster still runs {} (a downgrade not finished), start this member on {}; once the cluster runs {}, remove this member and add it again (`etcdctl member remove`, then `member add`; it receives a snapshot from the leader), or let it start on {} until it takes a snapshot past index {} (`--snapshot-count` entries)",
+                        fmt_line(v),
+                        fmt_line(v),
+                        fmt_line(t),
+                        fmt_line(v),
+                        ev.index
+                    ),
+                });
+                break;
+            }
+        }
     }
     if let Some(d) = dir_line.filter(|d| d.0 == t.0 && d.1.saturating_add(1) < t.1) {
         f.push(Finding {
@@ -681,6 +729,96 @@ mod tests {
         assert_eq!(
             codes(&check(&r, t("3.4"))),
             [("cluster-version-newer", true)]
+        );
+    }
+
+    #[test]
+    fn downgrade_records_decode_as_go_decodes_them() {
+        let d = |v: &str| Downgrade::decode(v.as_bytes());
+        let on = d(r#"{"target-version":"3.5.0","enabled":true}"#);
+        assert!(on.enabled && !on.malformed && on.target_version == "3.5.0");
+        // Go matches keys without regard to case; null leaves the default;
+        // unknown keys are ignored.
+        let upper = d(r#"{"Target-Version":"3.5.0","Enabled":true,"x":1}"#);
+        assert!(upper.enabled && !upper.malformed, "{upper:?}");
+        let null = d(r#"{"target-version":null,"enabled":null}"#);
+        assert!(!null.enabled && !null.malformed, "{null:?}");
+        // What etcd panics on loading.
+        for bad in [
+            "{not json",
+            "[]",
+            r#"{"enabled":"yes"}"#,
+            r#"{"target-version":"","enabled":true}"#,
+            r#"{"target-version":"3.5","enabled":true}"#,
+        ] {
+            assert!(d(bad).malformed, "{bad}");
+        }
+        // Cancelled: no target, not enabled, well formed.
+        assert!(!d(r#"{"target-version":"","enabled":false}"#).malformed);
+    }
+
+    #[test]
+    fn a_newer_cluster_version_replayed_from_the_wal_blocks_unless_3_5_is_downgrading_to_itself() {
+        use crate::disk::v2req::VersionEvent;
+        let cv = |index: u64, v: &str| VersionEvent {
+            index,
+            cluster_version: Some(v.into()),
+            downgrade: None,
+        };
+        let dg = |index: u64, on: bool, v: &str| VersionEvent {
+            index,
+            cluster_version: None,
+            downgrade: Some((on, v.into())),
+        };
+        // The state a reviewer found on real etcd: no .snap, a WAL from the 3.6
+        // cluster's start, the downgrade to 3.5 completed and cancelled, the
+        // backend at 3.5. 3.5 replays `ClusterVersionSet 3.6` first, with the
+        // downgrade as the backend has it (cancelled), and panics.
+        let mut r = initialized();
+        let mut b = backend(&[]);
+        b.cluster_version = Some("3.5.0".into());
+        b.downgrade = Some(Downgrade::decode(
+            br#"{"target-version":"","enabled":false}"#,
+        ));
+        r.backend = Some(b.clone());
+        r.v2_replay = Some(V2Replay {
+            versions: vec![
+                cv(3, "3.6.0"),
+                dg(15, true, "3.5.0"),
+                cv(17, "3.5.0"),
+                dg(18, false, ""),
+            ],
+            ..V2Replay::default()
+        });
+        assert_eq!(
+            codes(&check(&r, t("3.5.35"))),
+            [("cluster-version-newer-in-wal", true)]
+        );
+        // 3.6 passes it (3.6 ≥ every version set).
+        assert!(check(&r, t("3.6")).findings.is_empty());
+        // While the downgrade to 3.5 is still enabled in the backend, 3.5
+        // replays it exempt.
+        b.downgrade = Some(Downgrade::decode(
+            br#"{"target-version":"3.5.0","enabled":true}"#,
+        ));
+        r.backend = Some(b.clone());
+        assert_eq!(codes(&check(&r, t("3.5"))), [("downgrade-enabled", false)]);
+        // A downgrade replayed before the version is exempt too.
+        b.downgrade = None;
+        r.backend = Some(b);
+        r.v2_replay = Some(V2Replay {
+            versions: vec![dg(2, true, "3.5.0"), cv(3, "3.6.0"), cv(4, "3.5.0")],
+            ..V2Replay::default()
+        });
+        assert!(check(&r, t("3.5")).findings.is_empty());
+        // 3.6 has no exemption: a 3.7 version in its replay panics.
+        r.v2_replay = Some(V2Replay {
+            versions: vec![dg(2, true, "3.6.0"), cv(3, "3.7.0")],
+            ..V2Replay::default()
+        });
+        assert_eq!(
+            codes(&check(&r, t("3.6"))),
+            [("cluster-version-newer-in-wal", true)]
         );
     }
 

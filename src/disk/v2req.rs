@@ -72,6 +72,23 @@ pub struct V2Log {
     /// Raft overwrote the log at or below a request that was let go: the kept
     /// requests no longer tell which ones etcd replays (sticky).
     pub incomplete: bool,
+    /// Cluster-version and downgrade changes (v2 or v3), newest [`KEEP`].
+    pub versions: VecDeque<VersionEvent>,
+}
+
+/// A change of the cluster version or of the downgrade state in the WAL. etcd
+/// (3.5 `applyV3.Apply`, 3.6+ `applyInternalRaftRequest`) applies these to its
+/// in-memory membership whenever it replays the entry, applied before or not,
+/// and checks each cluster version against itself (`mustDetectDowngrade`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionEvent {
+    /// Raft index of its entry.
+    pub index: u64,
+    /// The cluster version set: `InternalRaftRequest.cluster_version_set`
+    /// (field 1300) or a v2 `PUT /0/version`.
+    pub cluster_version: Option<String>,
+    /// `InternalRaftRequest.downgrade_info_set` (field 1302): enabled, target.
+    pub downgrade: Option<(bool, String)>,
 }
 
 impl V2Log {
@@ -80,6 +97,9 @@ impl V2Log {
     /// truncation), so the requests it replaced are dropped first.
     pub fn entry(&mut self, index: u64, term: u64, data: &[u8]) {
         self.truncate_from(index);
+        if let Some(ev) = version_event(index, data) {
+            self.push_version(ev);
+        }
         let Some(req) = classify(index, term, data) else {
             return;
         };
@@ -97,6 +117,15 @@ impl V2Log {
         q.push_back(req);
     }
 
+    fn push_version(&mut self, ev: VersionEvent) {
+        if self.versions.len() == KEEP {
+            if let Some(gone) = self.versions.pop_front() {
+                self.evicted_up_to = self.evicted_up_to.max(Some(gone.index));
+            }
+        }
+        self.versions.push_back(ev);
+    }
+
     /// Drops the requests at or above `index` (raft overwrote the log from there).
     pub fn truncate_from(&mut self, index: u64) {
         if self.evicted_up_to.is_some_and(|e| e >= index) {
@@ -106,6 +135,9 @@ impl V2Log {
             while q.back().is_some_and(|r| r.index >= index) {
                 q.pop_back();
             }
+        }
+        while self.versions.back().is_some_and(|v| v.index >= index) {
+            self.versions.pop_back();
         }
     }
 
@@ -126,6 +158,9 @@ impl V2Log {
                 }
                 q.push_back(r);
             }
+        }
+        for v in next.versions {
+            self.push_version(v);
         }
     }
 
@@ -176,6 +211,12 @@ impl V2Log {
         }
         let room = EXAMPLES.saturating_sub(out.examples.len());
         out.examples.extend(raw_examples.into_iter().take(room));
+        out.versions = self
+            .versions
+            .iter()
+            .filter(|v| v.index > after)
+            .cloned()
+            .collect();
         out
     }
 }
@@ -206,6 +247,8 @@ pub struct V2Replay {
     pub bounded: bool,
     /// See [`V2Log::incomplete`].
     pub incomplete: bool,
+    /// The cluster-version and downgrade changes etcd re-applies, in log order.
+    pub versions: Vec<VersionEvent>,
 }
 
 /// An upper-case word that names an HTTP method, as v2 requests carry it.
@@ -245,6 +288,61 @@ fn is_member_attributes(path: &str) -> bool {
         return false;
     };
     (1..=16).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The string field `n` of a message.
+fn string_field(msg: &[u8], n: u32) -> Option<String> {
+    let mut out = None;
+    for f in pb::fields(msg) {
+        if let (k, Value::Bytes(b)) = f.ok()? {
+            if k == n {
+                out = Some(String::from_utf8_lossy(&b[..b.len().min(PATH_BYTES)]).into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The cluster version a v2 `PUT /0/version` request sets.
+fn v2_version_put(req: &[u8]) -> Option<String> {
+    let (method, path) = as_v2(req)?;
+    (method == "PUT" && path == "/0/version").then(|| string_field(req, 4).unwrap_or_default())
+}
+
+/// A normal entry's cluster-version or downgrade change, if it is one.
+fn version_event(index: u64, data: &[u8]) -> Option<VersionEvent> {
+    let (mut field2, mut cvs, mut dis) = (None, None, None);
+    for f in pb::fields(data) {
+        match f.ok()? {
+            (2, Value::Bytes(b)) => field2 = Some(b),
+            (1300, Value::Bytes(b)) => cvs = Some(b),
+            (1302, Value::Bytes(b)) => dis = Some(b),
+            _ => {}
+        }
+    }
+    let mut ev = VersionEvent {
+        index,
+        cluster_version: None,
+        downgrade: None,
+    };
+    if let Some(b) = cvs {
+        ev.cluster_version = Some(string_field(b, 1).unwrap_or_default());
+    } else if let Some(b) = dis {
+        let mut enabled = false;
+        for f in pb::fields(b) {
+            if let Ok((1, v)) = f {
+                enabled = v.as_u64().unwrap_or(0) != 0;
+            }
+        }
+        ev.downgrade = Some((enabled, string_field(b, 2).unwrap_or_default()));
+    } else if let Some(b) = field2 {
+        ev.cluster_version = if method_word(b).is_some() {
+            v2_version_put(data)
+        } else {
+            v2_version_put(b)
+        };
+    }
+    (ev.cluster_version.is_some() || ev.downgrade.is_some()).then_some(ev)
 }
 
 /// Classifies a normal entry's payload.
@@ -296,6 +394,66 @@ mod tests {
         put_bytes(&mut out, 3, path.as_bytes());
         put_bytes(&mut out, 4, val.as_bytes());
         out
+    }
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn field_bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
+        varint(out, (field << 3) | 2);
+        varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
+
+    #[test]
+    fn cluster_version_and_downgrade_changes_are_found_in_each_format() {
+        // InternalRaftRequest{header, cluster_version_set{ver}}.
+        let mut cvs = vec![0xa2, 0x06, 0x02, 0x08, 0x07];
+        field_bytes(&mut cvs, 1300, &[0x0a, 0x05, b'3', b'.', b'6', b'.', b'0']);
+        let ev = version_event(3, &cvs).expect("a version change");
+        assert_eq!(ev.cluster_version.as_deref(), Some("3.6.0"));
+        // downgrade_info_set{enabled: true, ver: "3.5.0"}.
+        let mut dis = Vec::new();
+        field_bytes(
+            &mut dis,
+            1302,
+            &[0x08, 0x01, 0x12, 0x05, b'3', b'.', b'5', b'.', b'0'],
+        );
+        let ev = version_event(4, &dis).expect("a downgrade change");
+        assert_eq!(ev.downgrade, Some((true, "3.5.0".to_string())));
+        // A raw v2 PUT /0/version and a wrapped one.
+        let raw = v2(1, "PUT", "/0/version", "3.5.0");
+        assert_eq!(
+            version_event(5, &raw)
+                .and_then(|e| e.cluster_version)
+                .as_deref(),
+            Some("3.5.0")
+        );
+        let mut wrapped = vec![0x08, 0x09];
+        put_bytes(&mut wrapped, 2, &v2(9, "PUT", "/0/version", "3.4.0"));
+        assert_eq!(
+            version_event(6, &wrapped)
+                .and_then(|e| e.cluster_version)
+                .as_deref(),
+            Some("3.4.0")
+        );
+        // Anything else is none, and garbage never panics.
+        assert_eq!(version_event(7, &v2(1, "PUT", "/1/version", "x")), None);
+        assert_eq!(version_event(8, &[0xff, 0xff]), None);
+        // A truncation drops the changes it overwrote.
+        let mut log = V2Log::default();
+        log.entry(3, 2, &cvs);
+        log.entry(4, 2, &dis);
+        log.entry(4, 3, &raw);
+        let kept: Vec<u64> = log.versions.iter().map(|v| v.index).collect();
+        assert_eq!(kept, [3, 4]);
+        assert_eq!(log.versions[1].cluster_version.as_deref(), Some("3.5.0"));
+        assert_eq!(log.replay(3, 10).versions.len(), 1);
     }
 
     #[test]
