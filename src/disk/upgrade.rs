@@ -505,13 +505,13 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
             .collect();
         let (what, remedy) = if t == (3, 6) {
             (
-                "etcd 3.6 rewrites it from the v2 store when it starts",
-                "none needed for 3.6; do not go to 3.7 before 3.6 ran on this directory",
+                "etcd 3.6 rewrites it from the .snap's v2 store when it starts, but only for a promotion that .snap holds (a promotion replayed from the WAL after it is not written to the backend)",
+                "none needed for the 3.6 start; before 3.7, let 3.6 take a snapshot past the promotion (`--snapshot-count` entries) and restart it once more, until this warning is gone",
             )
         } else {
             (
                 "etcd 3.7 reads membership only from the backend and would see the wrong role",
-                "start this member on 3.6 first (it repairs the flag), then upgrade",
+                "start this member on 3.6 first, until a 3.6 snapshot past the promotion and a restart repair the flag (this warning gone), then upgrade",
             )
         };
         f.push(Finding {
