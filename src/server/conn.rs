@@ -20,9 +20,11 @@
 //!   A kubelet probe is always the newest and is answered at once.
 //! * asks the kernel (`TCP_DEFER_ACCEPT`, [`defer_accept`]) to hand over a
 //!   connection only once it has sent a byte, or after about the header-read
-//!   timeout: a client that connects and says nothing waits in the kernel,
-//!   holding no descriptor and no place in the accept queue ahead of the probes
-//!   (every protocol served here, HTTP/1, HTTP/2 and TLS, is client-speaks-first).
+//!   timeout (rounded up to SYN-ACK retransmissions: 15 s for 10 s; then the
+//!   header-read timeout runs again): a client that connects and says nothing
+//!   waits in the kernel, holding no descriptor and no place in the accept
+//!   queue ahead of the probes (every protocol served here, HTTP/1, HTTP/2 and
+//!   TLS, is client-speaks-first).
 //!   The accept queue is [`BACKLOG`] long (the kernel caps it at
 //!   `net.core.somaxconn`), not 128: with 128 it overflowed under 1,000
 //!   reconnecting clients and the kernel dropped the probes' SYNs, which their
