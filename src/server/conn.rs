@@ -283,7 +283,8 @@ impl Tracker {
         let victim = table
             .conns
             .iter()
-            .min_by_key(|(_, c)| victim_rank(c, now))
+            // Ties (the same millisecond) to the older, accepted first.
+            .min_by_key(|(id, c)| (victim_rank(c, now), **id))
             .map(|(id, _)| *id);
         if let Some(id) = victim {
             self.close(table, id, "connection limit reached");
