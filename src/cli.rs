@@ -370,9 +370,9 @@ pub struct ServeArgs {
     /// How long SIGTERM/SIGINT waits for both servers to drain.
     #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
     pub shutdown_grace: Duration,
-    /// Connections each server (gRPC, HTTP) holds at once; when full, the quietest
-    /// is closed to admit a new one. 0 (default): (RLIMIT_NOFILE - 64) / 2, and
-    /// never more than that.
+    /// Connections each server (gRPC, HTTP) holds at once; when full, one never
+    /// answered (silent or half-sent) is closed to admit a new one. 0 (default):
+    /// (RLIMIT_NOFILE - 64) / 2, and never more than that.
     #[arg(long, env = "AGENT_MAX_CONNECTIONS", default_value_t = 0)]
     pub max_connections: usize,
     /// A request must be read and answered within this (a slow or silent client is

@@ -5,11 +5,32 @@
 //! (`RLIMIT_NOFILE`), and a client that opens connections and sends nothing (or
 //! sends a request one byte at a time) holds them for free: with 300 idle clients
 //! under `ulimit -n 256` every accept failed with `EMFILE` and `/readyz` timed out.
-//! So the listener of each server ([`Tracker::listen`]) admits at most
-//! `max_connections` (derived below the descriptor limit), and when full it closes
-//! the connection that has been quiet longest to admit the new one (one that never
-//! sent a byte or holds an unanswered request first) — a kubelet probe is always
-//! the newest. Independently a sweeper closes connections that
+//! So the listener of each server ([`Tracker::listen`]):
+//!
+//! * holds at most `max_connections` descriptors (derived below the descriptor
+//!   limit). A connection the tracker closed keeps its descriptor until the task
+//!   serving it drops it, so it still counts, and the listener does not accept
+//!   while the server is over its limit: each server holds at most its limit
+//!   plus one, and the rest of the process keeps its [`RESERVED_FDS`].
+//!   (Counting only the connections not yet closed let clients that reconnect
+//!   as fast as they are closed run the process out of descriptors.)
+//! * when full, closes the connection [`victim_rank`] puts first: one that was
+//!   never answered (silent, or a request never completed), oldest first; a
+//!   connection in use (`GetIdentity` traffic) only when there is nothing else.
+//!   A kubelet probe is always the newest and is answered at once.
+//! * asks the kernel (`TCP_DEFER_ACCEPT`, [`defer_accept`]) to hand over a
+//!   connection only once it has sent a byte, or after about the header-read
+//!   timeout (rounded up to SYN-ACK retransmissions: 15 s for 10 s; then the
+//!   header-read timeout runs again): a client that connects and says nothing
+//!   waits in the kernel, holding no descriptor and no place in the accept
+//!   queue ahead of the probes (every protocol served here, HTTP/1, HTTP/2 and
+//!   TLS, is client-speaks-first).
+//!   The accept queue is [`BACKLOG`] long (the kernel caps it at
+//!   `net.core.somaxconn`), not 128: with 128 it overflowed under 1,000
+//!   reconnecting clients and the kernel dropped the probes' SYNs, which their
+//!   clients resend only after 1 s, then 3 s.
+//!
+//! Independently a sweeper closes connections that
 //!
 //! * have an unanswered request for longer than the header-read timeout: bytes
 //!   came in and nothing went out since (a slowloris; for HTTP/2 the same holds,
@@ -37,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Descriptors kept back from the connection limits: the etcd client, the
@@ -48,6 +70,15 @@ const SWEEP_EVERY: Duration = Duration::from_millis(500);
 const SHUTDOWN_QUIET: Duration = Duration::from_millis(100);
 /// Pause after an accept error (EMFILE and friends) before the next try.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+/// How long the listener waits for a closed connection to release its
+/// descriptor before closing another.
+const RELEASE_WAIT: Duration = Duration::from_millis(50);
+/// A request this recent is being answered, not stuck; a connection that moved
+/// a byte this recently is in use.
+const SETTLE_MS: u64 = 1000;
+/// The listen backlog: the accept queue, and with [`defer_accept`] the
+/// connections waiting for their first byte.
+pub const BACKLOG: u32 = 4096;
 /// No activity recorded yet.
 const NEVER: u64 = u64::MAX;
 
@@ -92,6 +123,9 @@ struct Clocks {
     /// would otherwise count as active and hold the descriptor until the idle
     /// timeout.
     heard: AtomicBool,
+    /// The server wrote after the client sent something: an answer (not the
+    /// HTTP/2 SETTINGS the server writes before reading anything).
+    answered: AtomicBool,
     /// Set when the tracker closes it.
     closed: AtomicBool,
     /// The task that last polled it, to wake when closed.
@@ -99,6 +133,18 @@ struct Clocks {
 }
 
 impl Clocks {
+    fn new(accepted: u64) -> Clocks {
+        Clocks {
+            accepted,
+            last_io: AtomicU64::new(NEVER),
+            pending_since: AtomicU64::new(NEVER),
+            heard: AtomicBool::new(false),
+            answered: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        }
+    }
+
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let waker = self.waker.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -115,12 +161,57 @@ impl Clocks {
         }
         self.closed.load(Ordering::Acquire)
     }
+
+    fn last_activity(&self) -> u64 {
+        match self.last_io.load(Ordering::Relaxed) {
+            NEVER => self.accepted,
+            t => t,
+        }
+    }
+}
+
+/// Which connection a full server closes first: the lowest rank, and within a
+/// rank the lowest time (the oldest). In order:
+///
+/// 0. never answered: it sent nothing, or part of a request, and the server
+///    never wrote an answer (every hostile connection is here; a probe is
+///    here for the millisecond between its request and the answer, as the
+///    newest);
+/// 1. answered before, now holding a request unanswered for over a second;
+/// 2. answered, then idle for over a second (a keep-alive connection);
+/// 3. answered, and in use within the last second (`GetIdentity` traffic).
+///
+/// (Ranking by quiet time alone let a flood of reconnecting clients, each
+/// younger than a second, push out the busy `GetIdentity` connections.)
+fn victim_rank(c: &Clocks, now: u64) -> (u8, u64) {
+    let pending = c.pending_since.load(Ordering::Relaxed);
+    let last = c.last_activity();
+    if !c.answered.load(Ordering::Relaxed) {
+        (0, c.accepted)
+    } else if pending != NEVER && now.saturating_sub(pending) > SETTLE_MS {
+        (1, pending)
+    } else if now.saturating_sub(last) > SETTLE_MS {
+        (2, last)
+    } else {
+        (3, last)
+    }
 }
 
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
+    /// Open and not closed by the tracker.
     conns: HashMap<u64, Arc<Clocks>>,
+    /// Closed by the tracker, the descriptor not yet released: the task serving
+    /// it has not dropped it yet.
+    closing: usize,
+}
+
+impl Table {
+    /// Descriptors the server holds.
+    fn held(&self) -> usize {
+        self.conns.len() + self.closing
+    }
 }
 
 /// The connections of one server.
@@ -130,6 +221,8 @@ pub struct Tracker {
     limits: Limits,
     start: Instant,
     table: Arc<Mutex<Table>>,
+    /// Signalled when a connection releases its descriptor.
+    released: Arc<Notify>,
 }
 
 impl Tracker {
@@ -140,6 +233,7 @@ impl Tracker {
             limits,
             start: Instant::now(),
             table: Arc::default(),
+            released: Arc::default(),
         }
     }
 
@@ -151,14 +245,20 @@ impl Tracker {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Connections open now.
+    /// Connections open now and not being closed.
     pub fn open(&self) -> usize {
         self.lock().conns.len()
     }
 
     /// Wraps `listener`: accepted connections are tracked and bounded, and a
     /// sweeper runs until `shutdown`, then closes what is not being answered.
+    /// Sets `TCP_DEFER_ACCEPT` to the header-read timeout (see the module docs);
+    /// where that fails, silent connections are accepted at once and closed by
+    /// the rules here.
     pub fn listen(&self, listener: TcpListener, shutdown: CancellationToken) -> Listener {
+        if let Err(e) = defer_accept(&listener, self.limits.header_read_timeout) {
+            tracing::warn!(server = self.name, error = %e, "cannot set TCP_DEFER_ACCEPT; silent connections take a place in the accept queue");
+        }
         tokio::spawn(self.clone().sweep(shutdown));
         Listener {
             inner: listener,
@@ -167,35 +267,39 @@ impl Tracker {
         }
     }
 
-    /// Closes one connection (table lock held by the caller).
+    /// Closes one connection (table lock held by the caller); its descriptor
+    /// counts as held until the serving task drops it.
     fn close(&self, table: &mut Table, id: u64, why: &str) {
         if let Some(c) = table.conns.remove(&id) {
+            table.closing += 1;
             c.close();
             tracing::debug!(server = self.name, conn = id, why, "closing a connection");
         }
     }
 
-    /// Makes room for one more: closes, of the connections that never sent a
-    /// byte or hold an unanswered request, the one quiet the longest; only when
-    /// there is none, the quietest of the others (a served `WatchIdentity` stream
-    /// is cut last, and its client reconnects).
+    /// Makes room for one more: closes the connection [`victim_rank`] puts first.
     fn make_room(&self, table: &mut Table) {
-        // A request that arrived within the last second is being answered, not stuck.
-        let settled = self.now().saturating_sub(1000);
-        let oldest = table
+        let now = self.now();
+        let victim = table
             .conns
             .iter()
-            .min_by_key(|(_, c)| {
-                let last = last_activity(c);
-                let unserved = last < settled
-                    && (!c.heard.load(Ordering::Relaxed)
-                        || c.pending_since.load(Ordering::Relaxed) != NEVER);
-                (!unserved, last)
-            })
+            // Ties (the same millisecond) to the older, accepted first.
+            .min_by_key(|(id, c)| (victim_rank(c, now), **id))
             .map(|(id, _)| *id);
-        if let Some(id) = oldest {
-            self.close(table, id, "connection limit reached; closing the quietest");
+        if let Some(id) = victim {
+            self.close(table, id, "connection limit reached");
         }
+    }
+
+    /// Called when a connection's descriptor is closed.
+    fn release(&self, id: u64) {
+        {
+            let mut table = self.lock();
+            if table.conns.remove(&id).is_none() {
+                table.closing = table.closing.saturating_sub(1);
+            }
+        }
+        self.released.notify_one();
     }
 
     async fn sweep(self, shutdown: CancellationToken) {
@@ -231,7 +335,7 @@ impl Tracker {
             .conns
             .iter()
             .filter_map(|(id, c)| {
-                let last = last_activity(c);
+                let last = c.last_activity();
                 let pending = c.pending_since.load(Ordering::Relaxed);
                 let silent = !c.heard.load(Ordering::Relaxed);
                 let why = if pending != NEVER && now.saturating_sub(pending) > header {
@@ -254,11 +358,41 @@ impl Tracker {
     }
 }
 
-fn last_activity(c: &Clocks) -> u64 {
-    match c.last_io.load(Ordering::Relaxed) {
-        NEVER => c.accepted,
-        t => t,
+/// `TCP_DEFER_ACCEPT` on `listener`: the kernel queues a connection for
+/// `accept` once data arrives, or after about `wait` (whole seconds, at least
+/// one) when none does. No safe binding exists (std's `set_deferaccept` is
+/// unstable, rust-lang/rust#119639; nix, socket2 and rustix lack it).
+#[allow(unsafe_code)]
+fn defer_accept(listener: &TcpListener, wait: Duration) -> io::Result<()> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let secs: libc::c_int = wait.as_secs().clamp(1, 3600).try_into().unwrap_or(3600);
+    // SAFETY: a valid socket descriptor borrowed for the call, and a pointer to
+    // a c_int with its exact size, as TCP_DEFER_ACCEPT takes.
+    let r = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            std::ptr::from_ref(&secs).cast(),
+            libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
+}
+
+/// The accept errors that mean "out of descriptors or memory": closing a
+/// connection helps.
+fn is_exhaustion(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM)
+    )
 }
 
 /// A listener whose connections are tracked (for axum's `serve` and tonic's
@@ -271,54 +405,79 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Accepts the next connection, making room first when the server is full.
-    /// Errors (`EMFILE` above all) are logged at most once a second, answered by
-    /// closing the quietest connection, and retried.
+    /// Accepts the next connection, once the server holds no more descriptors
+    /// than its limit, and makes room when that leaves it full. Errors
+    /// (`EMFILE` above all) are logged at most once a second and retried after a
+    /// pause; out of descriptors, the connection [`victim_rank`] puts first is
+    /// closed to get one back.
     pub async fn accept_tracked(&mut self) -> (Tracked, SocketAddr) {
         loop {
+            self.room().await;
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
                     let t = &self.tracker;
                     let mut table = t.lock();
-                    if table.conns.len() >= t.limits.max_connections {
+                    if table.held() >= t.limits.max_connections {
+                        // Before the new one is in the table: never the victim.
                         t.make_room(&mut table);
                     }
                     table.next += 1;
                     let id = table.next;
-                    let clocks = Arc::new(Clocks {
-                        accepted: t.now(),
-                        last_io: AtomicU64::new(NEVER),
-                        pending_since: AtomicU64::new(NEVER),
-                        heard: AtomicBool::new(false),
-                        closed: AtomicBool::new(false),
-                        waker: Mutex::new(None),
-                    });
+                    let clocks = Arc::new(Clocks::new(t.now()));
                     table.conns.insert(id, clocks.clone());
                     drop(table);
                     let tracked = Tracked {
                         inner: stream,
-                        id,
                         clocks,
-                        tracker: t.clone(),
+                        registration: Registration {
+                            id,
+                            tracker: t.clone(),
+                        },
                     };
                     return (tracked, addr);
                 }
                 Err(e) => {
                     let now = Instant::now();
+                    let exhausted = is_exhaustion(&e);
                     if self
                         .last_error_log
                         .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
                     {
-                        tracing::warn!(server = self.tracker.name, error = %e, open = self.tracker.open(), "accept failed; closing the quietest connection");
+                        let (open, held) = {
+                            let table = self.tracker.lock();
+                            (table.conns.len(), table.held())
+                        };
+                        tracing::warn!(server = self.tracker.name, error = %e, open, held, "accept failed; retrying");
                         self.last_error_log = Some(now);
                     }
-                    {
+                    let released = self.tracker.released.notified();
+                    if exhausted {
                         let t = &self.tracker;
                         let mut table = t.lock();
                         t.make_room(&mut table);
                     }
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    let _ = tokio::time::timeout(ACCEPT_BACKOFF, released).await;
+                }
+            }
+        }
+    }
+
+    /// Waits until the server holds no more than its limit: a connection closed
+    /// to make room may not have released its descriptor yet. Closes another
+    /// when that takes longer than [`RELEASE_WAIT`].
+    async fn room(&self) {
+        let t = &self.tracker;
+        loop {
+            // Created before the check: a release in between is not lost.
+            let released = t.released.notified();
+            if t.lock().held() <= t.limits.max_connections {
+                return;
+            }
+            if tokio::time::timeout(RELEASE_WAIT, released).await.is_err() {
+                let mut table = t.lock();
+                if table.held() > t.limits.max_connections {
+                    t.make_room(&mut table);
                 }
             }
         }
@@ -356,15 +515,23 @@ impl axum::serve::Listener for Listener {
 /// A tracked connection: records when bytes move, deregisters when dropped.
 #[derive(Debug)]
 pub struct Tracked {
+    // Dropped first: the descriptor is closed before the registration tells
+    // the listener it may accept again.
     inner: TcpStream,
-    id: u64,
     clocks: Arc<Clocks>,
+    registration: Registration,
+}
+
+/// Removes a connection from its tracker's count when dropped.
+#[derive(Debug)]
+struct Registration {
+    id: u64,
     tracker: Tracker,
 }
 
-impl Drop for Tracked {
+impl Drop for Registration {
     fn drop(&mut self) {
-        self.tracker.lock().conns.remove(&self.id);
+        self.tracker.release(self.id);
     }
 }
 
@@ -380,7 +547,7 @@ impl AsyncRead for Tracked {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            let now = self.tracker.now();
+            let now = self.registration.tracker.now();
             self.clocks.last_io.store(now, Ordering::Relaxed);
             self.clocks.heard.store(true, Ordering::Relaxed);
             let _ = self.clocks.pending_since.compare_exchange(
@@ -406,12 +573,13 @@ impl Tracked {
         if n > 0 {
             self.clocks
                 .last_io
-                .store(self.tracker.now(), Ordering::Relaxed);
-            self.clocks.pending_since.store(NEVER, Ordering::Relaxed);
+                .store(self.registration.tracker.now(), Ordering::Relaxed);
+            if self.clocks.pending_since.swap(NEVER, Ordering::Relaxed) != NEVER {
+                self.clocks.answered.store(true, Ordering::Relaxed);
+            }
         }
     }
 }
-
 impl AsyncWrite for Tracked {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -461,5 +629,124 @@ impl tonic::transport::server::Connected for Tracked {
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.inner.connect_info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clocks(accepted: u64, heard: bool, answered: bool, pending: u64, last_io: u64) -> Clocks {
+        let c = Clocks::new(accepted);
+        c.heard.store(heard, Ordering::Relaxed);
+        c.answered.store(answered, Ordering::Relaxed);
+        c.pending_since.store(pending, Ordering::Relaxed);
+        c.last_io.store(last_io, Ordering::Relaxed);
+        c
+    }
+
+    #[test]
+    fn a_full_server_closes_the_never_answered_first_and_the_busy_last() {
+        let now = 100_000;
+        // A flood of reconnecting clients: all younger than a second.
+        let silent = clocks(now - 40, false, false, NEVER, NEVER);
+        let stalled = clocks(now - 30, true, false, now - 30, now - 30);
+        // A probe accepted just now, its request not read yet.
+        let probe = clocks(now, false, false, NEVER, NEVER);
+        // GetIdentity traffic: answered 20 ms ago, or a call in flight.
+        let busy = clocks(now - 60_000, true, true, NEVER, now - 20);
+        let in_flight = clocks(now - 60_000, true, true, now - 2, now - 2);
+        let keep_alive = clocks(now - 60_000, true, true, NEVER, now - 5_000);
+        let slow_again = clocks(now - 60_000, true, true, now - 3_000, now - 3_000);
+        let order = [
+            ("silent", &silent),
+            ("stalled", &stalled),
+            ("probe", &probe),
+            ("slow_again", &slow_again),
+            ("keep_alive", &keep_alive),
+            ("busy", &busy),
+            ("in_flight", &in_flight),
+        ];
+        let mut ranked: Vec<_> = order
+            .iter()
+            .map(|(n, c)| (victim_rank(c, now), *n))
+            .collect();
+        ranked.sort();
+        let names: Vec<_> = ranked.iter().map(|(_, n)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "silent",
+                "stalled",
+                "probe",
+                "slow_again",
+                "keep_alive",
+                "busy",
+                "in_flight"
+            ]
+        );
+    }
+
+    fn limits(max_connections: usize) -> Limits {
+        Limits {
+            max_connections,
+            header_read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_counts_until_its_descriptor_is_released() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tracker = Tracker::new("test", limits(2));
+        let shutdown = CancellationToken::new();
+        let mut l = tracker.listen(listener, shutdown.clone());
+        // Each sends a byte: TCP_DEFER_ACCEPT holds back the silent ones.
+        let _clients: Vec<_> = (0..4)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                std::io::Write::write_all(&mut s, b"x").unwrap();
+                s
+            })
+            .collect();
+        let (a, _) = l.accept_tracked().await;
+        let (b, _) = l.accept_tracked().await;
+        let (c, _) = l.accept_tracked().await;
+        // Full: the oldest never-answered one was closed to admit the third...
+        assert!(a.clocks.closed.load(Ordering::Acquire));
+        assert!(!b.clocks.closed.load(Ordering::Acquire));
+        // ...and holds its descriptor until dropped: no fourth accept meanwhile.
+        assert_eq!(tracker.lock().held(), 3);
+        let early = tokio::time::timeout(RELEASE_WAIT / 2, l.accept_tracked()).await;
+        assert!(early.is_err(), "accepted while over the limit");
+        drop(a);
+        let (d, _) = tokio::time::timeout(Duration::from_secs(5), l.accept_tracked())
+            .await
+            .unwrap();
+        assert_eq!(tracker.lock().held(), 3);
+        assert!(b.clocks.closed.load(Ordering::Acquire));
+        drop((b, c, d));
+        assert_eq!(tracker.lock().held(), 0);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn silent_connections_wait_in_the_kernel_and_one_that_speaks_goes_first() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let mut l = Tracker::new("test", limits(8)).listen(listener, shutdown.clone());
+        let _silent: Vec<_> = (0..5)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut speaks = std::net::TcpStream::connect(addr).unwrap();
+        let speaks_addr = speaks.local_addr().unwrap();
+        std::io::Write::write_all(&mut speaks, b"GET").unwrap();
+        let (_, peer) = tokio::time::timeout(Duration::from_secs(5), l.accept_tracked())
+            .await
+            .unwrap();
+        assert_eq!(peer, speaks_addr, "a silent connection was accepted first");
+        shutdown.cancel();
     }
 }

@@ -304,10 +304,20 @@ pub async fn run(
     result
 }
 
+/// Binds `addr` with [`conn::BACKLOG`] (tokio's `bind` listens with 128; see
+/// [`conn`] for why that is too short).
 async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { flag, addr, source })
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(conn::BACKLOG)
+    };
+    listen().map_err(|source| ServeError::Bind { flag, addr, source })
 }
 
 /// Waits until shutdown is requested (then lets both servers drain within the
