@@ -33,8 +33,10 @@
 //! Independently a sweeper closes connections that
 //!
 //! * have an unanswered request for longer than the header-read timeout: bytes
-//!   came in and nothing went out since (a slowloris; for HTTP/2 the same holds,
-//!   since the server answers the preface and pings at once), or never sent a
+//!   came in and nothing went out since (a slowloris; for HTTP/2 the same holds
+//!   until the connection is first answered, since the server answers the
+//!   preface at once; after that a client's PING/SETTINGS acknowledgement or
+//!   WINDOW_UPDATE owes nothing, so only the idle timeout applies), or never sent a
 //!   byte within it (what the server wrote does not count: an HTTP/2 server
 //!   sends its SETTINGS before the client's preface);
 //! * moved no byte either way for the idle timeout (longer than the gRPC
@@ -223,6 +225,11 @@ pub struct Tracker {
     table: Arc<Mutex<Table>>,
     /// Signalled when a connection releases its descriptor.
     released: Arc<Notify>,
+    /// HTTP/2 (gRPC): once a connection has been answered, bytes in need not
+    /// owe an answer (PING and SETTINGS acknowledgements, WINDOW_UPDATE on a
+    /// quiet `WatchIdentity` stream), so they no longer start the header-read
+    /// clock; the idle timeout and the server's keepalive bound it.
+    multiplexed: bool,
 }
 
 impl Tracker {
@@ -234,7 +241,15 @@ impl Tracker {
             start: Instant::now(),
             table: Arc::default(),
             released: Arc::default(),
+            multiplexed: false,
         }
+    }
+
+    /// For a server whose connections multiplex requests (HTTP/2): see
+    /// [`Tracker::multiplexed`]'s field.
+    pub fn multiplexed(mut self) -> Tracker {
+        self.multiplexed = true;
+        self
     }
 
     fn now(&self) -> u64 {
@@ -550,12 +565,16 @@ impl AsyncRead for Tracked {
             let now = self.registration.tracker.now();
             self.clocks.last_io.store(now, Ordering::Relaxed);
             self.clocks.heard.store(true, Ordering::Relaxed);
-            let _ = self.clocks.pending_since.compare_exchange(
-                NEVER,
-                now,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let owes_nothing = self.registration.tracker.multiplexed
+                && self.clocks.answered.load(Ordering::Relaxed);
+            let _ = (!owes_nothing).then(|| {
+                self.clocks.pending_since.compare_exchange(
+                    NEVER,
+                    now,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+            });
         }
         r
     }

@@ -139,8 +139,9 @@ pub async fn run(
         http: http_listener.local_addr().unwrap_or(config.http_listen),
     };
     tracing::info!(grpc = %bound.grpc, http = %bound.http, tls = grpc_tls.is_some(), endpoint = %config.etcd.endpoint, max_connections = config.limits.max_connections, "serving");
-    let grpc_listener =
-        conn::Tracker::new("grpc", config.limits).listen(grpc_listener, shutdown.clone());
+    let grpc_listener = conn::Tracker::new("grpc", config.limits)
+        .multiplexed()
+        .listen(grpc_listener, shutdown.clone());
     let http_listener =
         conn::Tracker::new("http", config.limits).listen(http_listener, shutdown.clone());
     on_bound(bound);

@@ -687,3 +687,50 @@ fn the_sidecar_started_before_preflight_picks_up_each_verdict_it_writes() {
         )
     );
 }
+
+/// A quiet `WatchIdentity` stream outlives the server's HTTP/2 keepalive: the
+/// server pings every 30 s, the client's PING ACK is bytes in with nothing
+/// owed back, and must not count as a half-sent request (which the sweeper
+/// closes after the header-read timeout, 3 s here).
+#[test]
+fn a_quiet_watch_stream_outlives_the_keepalive_ping() {
+    let cluster = Cluster::builder(EtcdVersion::V3_6).start();
+    let serve = Serve::beside(cluster[0].client_url())
+        .data_dir(cluster[0].data_dir())
+        .arg("--header-read-timeout=3s")
+        .start();
+    let _ = block_on(serve.identity());
+    let mut client = block_on(serve.client());
+    let mut stream = block_on(client.watch_identity(pb::WatchIdentityRequest {}))
+        .unwrap_or_else(|s| panic!("WatchIdentity: {s}"))
+        .into_inner();
+    let mut sequence = 0;
+    let _ = wait_message(&mut stream, &mut sequence, "the current identity", |_| true);
+    // Past one keepalive round (30 s) and the header-read timeout after it.
+    let until = tokio::time::Instant::now() + Duration::from_secs(42);
+    let mut messages = 0;
+    block_on(async {
+        loop {
+            match tokio::time::timeout_at(until, stream.message()).await {
+                Ok(Ok(Some(_))) => messages += 1,
+                Ok(Ok(None)) => panic!("the stream ended after {messages} more messages"),
+                Ok(Err(status)) => {
+                    panic!("the stream failed after {messages} more messages: {status}")
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    // Still open: a change arrives.
+    cluster[0].put("watch/after-ping", "v");
+    let _ = wait_message(
+        &mut stream,
+        &mut sequence,
+        "an update after the ping",
+        |_| true,
+    );
+    eprintln!(
+        "{messages} messages during the quiet 42 s; the stream lives\n{}",
+        tail(&serve.log(), 20)
+    );
+}
