@@ -374,7 +374,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let report = decide(&cfg)?;
+    let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
         verdict = report.verdict.name(),
@@ -387,7 +387,12 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
         // The file only informs the sidecar, which falls back to the WAL. Failing
         // here would turn a refusal's code into 2 and lose the JSON document and
         // the termination message that explain it.
+        // Said in the document too (its `warnings`), which the caller and the
+        // logs keep; the sidecar shows "waiting for preflight's verdict".
         tracing::error!(error = %e, "the verdict stands, but the sidecar will not see it");
+        report.warnings.push(format!(
+            "{e}: the verdict stands, but the sidecar (serve) will not see it"
+        ));
     }
     write_termination_message(
         cfg.termination_log.as_deref(),

@@ -641,3 +641,47 @@ fn termination_message(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).expect("the termination message is written");
     serde_json::from_slice(&bytes).expect("JSON")
 }
+
+/// A verdict file that cannot be written (its directory is a file) changes
+/// neither the verdict nor the exit code, and is said: logged at error and in
+/// the document's warnings, since the sidecar will not see the verdict.
+#[test]
+fn a_verdict_file_that_cannot_be_written_is_said_and_the_verdict_stands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir(&data_dir).expect("data dir");
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").expect("a file");
+    let env = |verdict_file: &str| {
+        vec![
+            ("AGENT_KUBE", "false".to_string()),
+            ("AGENT_TIMEOUT", "5s".to_string()),
+            ("ETCD_DATA_DIR", data_dir.display().to_string()),
+            ("ETCD_MEMBER_NAME", "m0".to_string()),
+            ("ETCD_INITIAL_CLUSTER", "m0=http://127.0.0.1:1".to_string()),
+            ("ETCD_INITIAL_CLUSTER_STATE", "new".to_string()),
+            ("ETCD_PEER_URLS", "http://127.0.0.1:1".to_string()),
+            ("AGENT_VERDICT_FILE", verdict_file.to_string()),
+        ]
+    };
+    let good_file = dir.path().join("v.json");
+    let good = run_agent(
+        ["preflight", "-o", "json"],
+        &env(&good_file.display().to_string()),
+    );
+    let bad = run_agent(
+        ["preflight", "-o", "json"],
+        &env(&not_a_dir.join("v.json").display().to_string()),
+    );
+    assert_eq!(bad.code, good.code, "{bad}\n{good}");
+    assert_eq!(bad.json()["verdict"], good.json()["verdict"], "{bad}");
+    let warned = bad.json()["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str())
+        .any(|w| w.contains("cannot write the verdict file") && w.contains("will not see it"));
+    assert!(warned, "{bad}");
+    assert!(bad.stderr.contains("ERROR"), "logged at error: {bad}");
+    assert!(good_file.is_file(), "{good}");
+}
