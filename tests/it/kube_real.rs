@@ -464,18 +464,8 @@ async fn preflight_on_an_empty_dir_reads_absent_present_latched_and_stale_record
 /// clusterID) is foreign; records absent do not refuse a consistent dir.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_on_a_real_member_dir_starts_on_matching_records_and_refuses_stale_ones() {
-    let etcd = Cluster::builder(EtcdVersion::V3_6)
-        .members(1)
-        .token(token_of(CLUSTER))
-        .start();
+    let (etcd, member_id, cluster_id) = seed_36(0);
     let m0 = &etcd[0];
-    let member_id = m0.id_hex().expect("m0's ID");
-    let cluster_id = format!(
-        "{:016x}",
-        m0.endpoint_status()["header"]["cluster_id"]
-            .as_u64()
-            .expect("cluster_id")
-    );
     m0.stop();
     let w = World::start().await;
     let members = members(&w.admin, NS);
@@ -1201,6 +1191,26 @@ fn annotation<'a>(lease: &'a k8s_openapi::api::coordination::v1::Lease, key: &st
 
 const WITNESS: &str = "etcd-member-agent.cozystack.io/";
 
+/// The seed of [`CLUSTER`] alone on real etcd 3.6, with `keys` keys written,
+/// and its member and cluster IDs as 16 hex digits.
+fn seed_36(keys: usize) -> (Cluster, String, String) {
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(token_of(CLUSTER))
+        .start();
+    if keys > 0 {
+        off_runtime(|| etcd.put_many("kept/", keys, 16));
+    }
+    let member_id = etcd[0].id_hex().expect("m0's ID");
+    let cluster_id = format!(
+        "{:016x}",
+        etcd[0].endpoint_status()["header"]["cluster_id"]
+            .as_u64()
+            .expect("cluster_id")
+    );
+    (etcd, member_id, cluster_id)
+}
+
 /// Runs `f` on a thread of its own: the etcd harness blocks on a runtime of
 /// its own, which a thread driving this test's runtime cannot.
 fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
@@ -1232,19 +1242,8 @@ async fn pod_events(w: &World, pod: &str) -> Vec<k8s_openapi::api::core::v1::Eve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_bootstrapped() {
     use crate::serve_support::{metric, Serve};
-    let etcd = Cluster::builder(EtcdVersion::V3_6)
-        .members(1)
-        .token(token_of(CLUSTER))
-        .start();
+    let (etcd, member_id, cluster_id) = seed_36(20);
     let m0 = &etcd[0];
-    off_runtime(|| etcd.put_many("kept/", 20, 16));
-    let member_id = m0.id_hex().expect("m0's ID");
-    let cluster_id = format!(
-        "{:016x}",
-        m0.endpoint_status()["header"]["cluster_id"]
-            .as_u64()
-            .expect("cluster_id")
-    );
     let scratch_dir = scratch();
     let snap = scratch_dir.path().join("create-time.db");
     etcd.snapshot_save(&snap);
@@ -1426,20 +1425,11 @@ async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_b
 /// termination message carries it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_refusal_is_visible_three_ways_the_event_the_sidecar_and_the_termination_message() {
-    use crate::serve_support::{block_on, metric, CollectorServer, Serve};
-    let etcd = Cluster::builder(EtcdVersion::V3_6)
-        .members(1)
-        .token(token_of(CLUSTER))
-        .start();
+    use crate::serve_support::{
+        assert_preflight_metrics, block_on, metric, CollectorServer, Serve,
+    };
+    let (etcd, member_id, cluster_id) = seed_36(5);
     let m0 = &etcd[0];
-    off_runtime(|| etcd.put_many("kept/", 5, 16));
-    let member_id = m0.id_hex().expect("m0's ID");
-    let cluster_id = format!(
-        "{:016x}",
-        m0.endpoint_status()["header"]["cluster_id"]
-            .as_u64()
-            .expect("cluster_id")
-    );
     let w = World::start().await;
     let name = m0.name().to_owned();
     create(
@@ -1532,20 +1522,7 @@ async fn one_refusal_is_visible_three_ways_the_event_the_sidecar_and_the_termina
     assert!(body.contains(&reason), "{body}");
     assert!(!body.contains("waiting for preflight"), "{body}");
     let metrics = serve.metrics();
-    assert_eq!(
-        metric(
-            &metrics,
-            "etcd_agent_preflight_verdict",
-            "verdict=\"refuse-empty-formed\""
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
-    assert_eq!(
-        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
-        Some(10.0),
-        "{metrics}"
-    );
+    assert_preflight_metrics(&metrics, "refuse-empty-formed", 10);
     assert_eq!(metric(&metrics, "etcd_agent_ready", ""), Some(0.0));
     let report = off_runtime(|| {
         collector.wait_report("carrying the refusal", |r| {

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::kube_fake::{cluster_obj, member_obj, member_path, FakeApi, Fault, NAMESPACE};
-use crate::serve_support::{block_on, metric, pb, CollectorServer, Serve};
+use crate::serve_support::{
+    assert_preflight_metrics, block_on, metric, pb, CollectorServer, Serve,
+};
 
 fn hex(id: u64) -> String {
     format!("{id:016x}")
@@ -629,19 +631,7 @@ fn the_sidecar_started_before_preflight_picks_up_each_verdict_it_writes() {
     );
     assert!(!body.contains("waiting for preflight"), "{body}");
     let metrics = serve.metrics();
-    assert_eq!(
-        metric(
-            &metrics,
-            "etcd_agent_preflight_verdict",
-            "verdict=\"refuse-empty-formed\""
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
-    assert_eq!(
-        metric(&metrics, "etcd_agent_preflight_exit_code", ""),
-        Some(10.0)
-    );
+    assert_preflight_metrics(&metrics, "refuse-empty-formed", 10);
     let identity = block_on(serve.identity());
     let preflight = identity.preflight.unwrap_or_default();
     assert_eq!(

@@ -531,3 +531,23 @@ pub fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
         .and_then(|l| l.rsplit_once(' '))
         .and_then(|(_, v)| v.parse().ok())
 }
+
+/// `/metrics` reports this Pod start's preflight verdict: its series at 1
+/// and its exit code.
+#[track_caller]
+pub fn assert_preflight_metrics(metrics: &str, verdict: &str, exit_code: u8) {
+    assert_eq!(
+        metric(
+            metrics,
+            "etcd_agent_preflight_verdict",
+            &format!("verdict=\"{verdict}\"")
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(metrics, "etcd_agent_preflight_exit_code", ""),
+        Some(f64::from(exit_code)),
+        "{metrics}"
+    );
+}
