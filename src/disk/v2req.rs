@@ -97,10 +97,13 @@ impl V2Log {
     /// truncation), so the requests it replaced are dropped first.
     pub fn entry(&mut self, index: u64, term: u64, data: &[u8]) {
         self.truncate_from(index);
-        if let Some(ev) = version_event(index, data) {
+        let Some(top) = top_level(data) else {
+            return;
+        };
+        if let Some(ev) = version_of(index, data, &top) {
             self.push_version(ev);
         }
-        let Some(req) = classify(index, term, data) else {
+        let Some(req) = classify_top(index, term, data, &top) else {
             return;
         };
         self.seen += 1;
@@ -309,25 +312,43 @@ fn v2_version_put(req: &[u8]) -> Option<String> {
     (method == "PUT" && path == "/0/version").then(|| string_field(req, 4).unwrap_or_default())
 }
 
-/// A normal entry's cluster-version or downgrade change, if it is one.
-fn version_event(index: u64, data: &[u8]) -> Option<VersionEvent> {
-    let (mut field2, mut cvs, mut dis) = (None, None, None);
+/// The top-level fields of a normal entry both classifications read, from one
+/// pass: field 2 (a v2 request's method, or `InternalRaftRequest.v2`), and
+/// `cluster_version_set` (1300) and `downgrade_info_set` (1302). `None` when
+/// the payload does not decode as protobuf at all.
+struct Top<'a> {
+    field2: Option<&'a [u8]>,
+    cvs: Option<&'a [u8]>,
+    dis: Option<&'a [u8]>,
+}
+
+fn top_level(data: &[u8]) -> Option<Top<'_>> {
+    let mut top = Top {
+        field2: None,
+        cvs: None,
+        dis: None,
+    };
     for f in pb::fields(data) {
         match f.ok()? {
-            (2, Value::Bytes(b)) => field2 = Some(b),
-            (1300, Value::Bytes(b)) => cvs = Some(b),
-            (1302, Value::Bytes(b)) => dis = Some(b),
+            (2, Value::Bytes(b)) => top.field2 = Some(b),
+            (1300, Value::Bytes(b)) => top.cvs = Some(b),
+            (1302, Value::Bytes(b)) => top.dis = Some(b),
             _ => {}
         }
     }
+    Some(top)
+}
+
+/// A normal entry's cluster-version or downgrade change, if it is one.
+fn version_of(index: u64, data: &[u8], top: &Top<'_>) -> Option<VersionEvent> {
     let mut ev = VersionEvent {
         index,
         cluster_version: None,
         downgrade: None,
     };
-    if let Some(b) = cvs {
+    if let Some(b) = top.cvs {
         ev.cluster_version = Some(string_field(b, 1).unwrap_or_default());
-    } else if let Some(b) = dis {
+    } else if let Some(b) = top.dis {
         let mut enabled = false;
         for f in pb::fields(b) {
             if let Ok((1, v)) = f {
@@ -335,7 +356,7 @@ fn version_event(index: u64, data: &[u8]) -> Option<VersionEvent> {
             }
         }
         ev.downgrade = Some((enabled, string_field(b, 2).unwrap_or_default()));
-    } else if let Some(b) = field2 {
+    } else if let Some(b) = top.field2 {
         ev.cluster_version = if method_word(b).is_some() {
             v2_version_put(data)
         } else {
@@ -345,22 +366,11 @@ fn version_event(index: u64, data: &[u8]) -> Option<VersionEvent> {
     (ev.cluster_version.is_some() || ev.downgrade.is_some()).then_some(ev)
 }
 
-/// Classifies a normal entry's payload.
-fn classify(index: u64, term: u64, data: &[u8]) -> Option<V2Request> {
-    if data.is_empty() {
-        return None;
-    }
-    let mut field2 = None;
-    for f in pb::fields(data) {
-        match f {
-            Ok((2, Value::Bytes(b))) => field2 = Some(b),
-            Ok(_) => {}
-            // Neither format decodes: etcd would panic on it either way, and the
-            // WAL reader's CRC already vouches for the bytes; not a v2 request.
-            Err(_) => return None,
-        }
-    }
-    let field2 = field2?;
+/// Classifies a normal entry's payload (a payload that does not decode is not
+/// a v2 request: etcd would panic on it either way, and the WAL reader's CRC
+/// already vouches for the bytes).
+fn classify_top(index: u64, term: u64, data: &[u8], top: &Top<'_>) -> Option<V2Request> {
+    let field2 = top.field2?;
     let (raw, (method, path)) = if method_word(field2).is_some() {
         (true, as_v2(data)?)
     } else {
@@ -375,6 +385,16 @@ fn classify(index: u64, term: u64, data: &[u8]) -> Option<V2Request> {
         raw,
         allowed_by_3_6,
     })
+}
+
+#[cfg(test)]
+fn classify(index: u64, term: u64, data: &[u8]) -> Option<V2Request> {
+    classify_top(index, term, data, &top_level(data)?)
+}
+
+#[cfg(test)]
+fn version_event(index: u64, data: &[u8]) -> Option<VersionEvent> {
+    version_of(index, data, &top_level(data)?)
 }
 
 #[cfg(test)]
