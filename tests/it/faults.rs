@@ -362,6 +362,60 @@ fn random_guarded_schedules_lose_nothing_37() {
     random_guarded_schedules_lose_nothing(EtcdVersion::V3_7);
 }
 
+/// A re-added member whose first start fails, three ways: etcd rejects its
+/// flags and exits (its debris: a `member/snap/db`, no WAL), it is killed 200 ms
+/// into its first sync, and killed 30 ms after it started. Each is started
+/// through the guard afterwards: joined or started, never refused (a wrong
+/// refusal once kept such a member down for good). The pauses let each joined
+/// member catch up before the next fault needs every member up.
+const FAILED_FIRST_STARTS: &str = "failed-join m1, pause 300ms, restart m1, pause 6000ms, \
+     join-killed m2 200ms, pause 300ms, restart m2, pause 6000ms, \
+     join-killed m0 30ms, pause 100ms, restart m0";
+
+fn failed_first_starts_are_joined_never_refused(version: EtcdVersion) {
+    let mut cfg = RunConfig::new(version, Mode::Guarded, 0, 1);
+    cfg.sequence = Some(FAILED_FIRST_STARTS.to_string());
+    let tally = run(&cfg);
+    assert_guarded_lost_nothing(&tally);
+    let joins = tally.counters.verdicts.get("join").copied().unwrap_or(0);
+    assert!(
+        tally.counters.refusals.is_empty() && joins >= 3 && tally.counters.remedies == 0,
+        "every failed first start joined again without a refusal or remedy:\n{}",
+        tally.report()
+    );
+}
+
+#[test]
+fn failed_first_starts_are_joined_never_refused_35() {
+    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_5);
+}
+
+#[test]
+fn failed_first_starts_are_joined_never_refused_36() {
+    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_6);
+}
+
+#[test]
+fn failed_first_starts_are_joined_never_refused_37() {
+    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_7);
+}
+
+/// An earlier incarnation's volume under member m1, then restarted, with every
+/// start as Kubernetes does it today: etcd serves the old cluster's keyspace
+/// under another cluster ID (what the guard's `refuse-foreign` prevents; the
+/// guarded CI seeds 1 and 3 swap in such volumes too).
+#[test]
+fn an_old_volume_answers_foreign_in_baseline_mode_36() {
+    let mut cfg = RunConfig::new(EtcdVersion::V3_6, Mode::Baseline, 0, 1);
+    cfg.sequence = Some("old-volume m1, pause 300ms, restart m1, pause 2000ms".to_string());
+    let tally = run(&cfg);
+    assert!(
+        tally.foreign > 0,
+        "baseline: etcd on an earlier incarnation's volume answered with the cluster's ID?\n{}",
+        tally.report()
+    );
+}
+
 /// Runs what the `FAULT_*` variables say (see docs/fault-schedules.md):
 /// `FAULT_SEED=1234 FAULT_MODE=guarded FAULT_VERSION=3.5 cargo test --test it --
 /// --ignored --exact faults::replay --nocapture`. Fails when a guarded schedule loses a write,

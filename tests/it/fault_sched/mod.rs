@@ -220,6 +220,13 @@ pub fn run_schedule(fc: &mut FaultCluster, schedule: &Schedule, tag: &str) -> Ou
     let started = Instant::now();
     fc.begin();
     fc.event(format!("schedule {tag} ({:?}): {schedule}", schedule.shape));
+    if schedule
+        .faults
+        .iter()
+        .any(|f| matches!(f, schedule::Fault::OldVolume(_)))
+    {
+        fc.make_earlier_volumes();
+    }
     let writer = Writer::start(tag, fc.cluster.client_urls());
     // Writes in flight before the first fault.
     std::thread::sleep(Duration::from_millis(300));

@@ -8,8 +8,9 @@
 //!
 //! Two shapes are drawn:
 //! * **random**: 3–6 faults drawn one by one (kill -9, SIGSTOP, SIGCONT, wipe,
-//!   restart, and a container-only restart that skips the init containers) over
-//!   all members;
+//!   restart, a container-only restart that skips the init containers, a volume
+//!   swapped for an earlier incarnation's, and a re-added member whose first
+//!   start fails) over all members;
 //! * **lagging voter**: the SPEC §1 pattern with random roles, orders and pauses:
 //!   `f` members frozen while writes are acknowledged without them (for 0.3–1.5 s,
 //!   or 5.5–7 s: past rafthttp's 5 s read deadline), up to `f` of the members
@@ -47,6 +48,21 @@ pub enum Fault {
     /// kubelet restarts a container on the volume it has; a volume handed back
     /// blank comes with a new Pod, so on a blank data dir this is `Restart`.
     RestartUnguarded(usize),
+    /// SIGKILL if running, then the volume is swapped for one an earlier,
+    /// same-named cluster left behind (same member name and peer URL, another
+    /// `--initial-cluster-token`, its own keys): a PVC reused across
+    /// incarnations. Comes with a new Pod, like a wipe.
+    OldVolume(usize),
+    /// The documented remedy whose first start fails: kill, empty the directory,
+    /// `member remove`, `member add`, then etcd started with flags it rejects
+    /// (an `--initial-cluster` naming only itself), so it exits and leaves its
+    /// debris (a `member/snap/db` and no WAL). Only when every other member is
+    /// up. The member is left down with the right flags for its next start.
+    FailedJoin(usize),
+    /// The same remedy with the right flags, the new etcd SIGKILLed this many
+    /// milliseconds after it started (an OOM kill or a node lost during the
+    /// first sync): whatever it wrote by then is left.
+    JoinKilled(usize, u64),
     /// Let the writers write for this many milliseconds.
     Pause(u64),
 }
@@ -60,30 +76,46 @@ impl fmt::Display for Fault {
             Fault::Wipe(i) => write!(f, "wipe m{i}"),
             Fault::Restart(i) => write!(f, "restart m{i}"),
             Fault::RestartUnguarded(i) => write!(f, "restart-unguarded m{i}"),
+            Fault::OldVolume(i) => write!(f, "old-volume m{i}"),
+            Fault::FailedJoin(i) => write!(f, "failed-join m{i}"),
+            Fault::JoinKilled(i, ms) => write!(f, "join-killed m{i} {ms}ms"),
             Fault::Pause(ms) => write!(f, "pause {ms}ms"),
         }
     }
 }
 
 impl Fault {
-    /// Parses what `Display` prints (`kill m1`, `pause 500ms`, `pause 500`).
+    /// Parses what `Display` prints (`kill m1`, `pause 500ms`, `pause 500`,
+    /// `join-killed m2 300ms`).
     pub fn parse(text: &str) -> Result<Fault, String> {
+        let millis = |arg: &str| -> Result<u64, String> {
+            arg.strip_suffix("ms")
+                .unwrap_or(arg)
+                .parse()
+                .map_err(|e| format!("cannot parse milliseconds {arg:?}: {e}"))
+        };
         let mut words = text.split_whitespace();
-        let (Some(verb), Some(arg), None) = (words.next(), words.next(), words.next()) else {
+        let (Some(verb), Some(arg)) = (words.next(), words.next()) else {
             return Err(format!("cannot parse fault {text:?}: want `<verb> <arg>`"));
         };
+        let extra = words.next();
+        if words.next().is_some() || (extra.is_some() && verb != "join-killed") {
+            return Err(format!("cannot parse fault {text:?}: too many words"));
+        }
         if verb == "pause" {
-            let ms = arg.strip_suffix("ms").unwrap_or(arg);
-            return ms
-                .parse()
-                .map(Fault::Pause)
-                .map_err(|e| format!("cannot parse pause {arg:?}: {e}"));
+            return millis(arg).map(Fault::Pause);
         }
         let member: usize = arg
             .strip_prefix('m')
             .and_then(|n| n.parse().ok())
             .ok_or_else(|| format!("cannot parse member {arg:?}: want m0, m1, …"))?;
         match verb {
+            "join-killed" => {
+                let ms = extra.ok_or_else(|| format!("{text:?}: want `join-killed mN <ms>ms`"))?;
+                Ok(Fault::JoinKilled(member, millis(ms)?))
+            }
+            "old-volume" => Ok(Fault::OldVolume(member)),
+            "failed-join" => Ok(Fault::FailedJoin(member)),
             "kill" => Ok(Fault::Kill(member)),
             "freeze" => Ok(Fault::Freeze(member)),
             "thaw" => Ok(Fault::Thaw(member)),
@@ -99,6 +131,7 @@ impl Fault {
         match self {
             Fault::Kill(i) | Fault::Freeze(i) | Fault::Thaw(i) | Fault::Wipe(i) => Some(i),
             Fault::Restart(i) | Fault::RestartUnguarded(i) => Some(i),
+            Fault::OldVolume(i) | Fault::FailedJoin(i) | Fault::JoinKilled(i, _) => Some(i),
             Fault::Pause(_) => None,
         }
     }
@@ -243,13 +276,17 @@ impl Schedule {
         }
     }
 
-    /// Members this schedule wipes.
+    /// Members this schedule wipes (or whose data it replaces: an old volume, a
+    /// remedy).
     pub fn wiped(&self) -> Vec<usize> {
         let mut wiped: Vec<usize> = self
             .faults
             .iter()
             .filter_map(|f| match f {
-                Fault::Wipe(i) => Some(*i),
+                Fault::Wipe(i)
+                | Fault::OldVolume(i)
+                | Fault::FailedJoin(i)
+                | Fault::JoinKilled(i, _) => Some(*i),
                 _ => None,
             })
             .collect();
@@ -292,7 +329,12 @@ impl Model {
             Fault::Thaw(i) | Fault::Restart(i) | Fault::RestartUnguarded(i) => {
                 self.state[i] = State::Up
             }
-            Fault::Wipe(i) => {
+            Fault::Wipe(i) | Fault::OldVolume(i) | Fault::FailedJoin(i) => {
+                self.state[i] = State::Down;
+                self.wiped[i] = true;
+            }
+            // Killed during its first sync: down, its data replaced.
+            Fault::JoinKilled(i, _) => {
                 self.state[i] = State::Down;
                 self.wiped[i] = true;
             }
@@ -321,6 +363,17 @@ impl Model {
             }
             if self.wiped[i] || wiped < self.tolerance() {
                 options.push((Fault::Wipe(i), 2));
+                options.push((Fault::OldVolume(i), 1));
+                // `member add` needs every other member started.
+                let others_up = self
+                    .state
+                    .iter()
+                    .enumerate()
+                    .all(|(j, s)| j == i || *s == State::Up);
+                if others_up {
+                    options.push((Fault::FailedJoin(i), 1));
+                    options.push((Fault::JoinKilled(i, rng.between(0, 2500)), 1));
+                }
             }
         }
         let weights: Vec<u64> = options.iter().map(|(_, w)| *w).collect();
@@ -352,6 +405,23 @@ mod tests {
         for seed in 1..=3 {
             eprintln!("seed {seed}: {}", Schedule::generate(seed, 3));
         }
+    }
+
+    #[test]
+    fn old_volumes_and_failed_first_starts_are_drawn() {
+        let count = |want: fn(&Fault) -> bool| {
+            (0..500u64)
+                .filter(|&seed| Schedule::generate(seed, 3).faults.iter().any(want))
+                .count()
+        };
+        let old = count(|f| matches!(f, Fault::OldVolume(_)));
+        let failed = count(|f| matches!(f, Fault::FailedJoin(_)));
+        let killed = count(|f| matches!(f, Fault::JoinKilled(..)));
+        assert!(
+            old >= 30 && failed >= 30 && killed >= 30,
+            "of 500 seeds: {old} swap in an old volume, {failed} fail a first start, \
+             {killed} kill a first sync"
+        );
     }
 
     #[test]

@@ -17,6 +17,14 @@
 //! same remove/add/fresh-start remedy, as the operator's self-heal does after a
 //! crash loop. A member that comes back *healthy* is left alone in both modes —
 //! whatever it lost is for the checker to find.
+//!
+//! Two shapes the guard once got wrong are faults of their own: a volume from an
+//! earlier, same-named cluster (made once per cluster, when a schedule first
+//! needs it: each member in turn briefly runs alone on a scratch directory with
+//! another `--initial-cluster-token` and writes a key), which must be refused
+//! (`refuse-foreign`), never started; and a re-added member whose first start
+//! fails or is killed, whose leftovers must be joined or started, never
+//! refused while the live list shows it never started.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -153,6 +161,17 @@ pub struct FaultCluster {
     /// Members whose last guarded start was refused: their etcd container never
     /// ran in this Pod, so a container-only restart is not possible for them.
     refused: BTreeSet<usize>,
+    /// Members whose volume was swapped or emptied since they last started: it
+    /// comes with a new Pod, so their next start runs the init containers.
+    new_volume: BTreeSet<usize>,
+    /// Members holding an earlier incarnation's volume: `preflight` letting etcd
+    /// start on it is an anomaly.
+    old_volume: BTreeSet<usize>,
+    /// Re-added members whose first start failed: what it left is joined, or
+    /// started (an empty log, row 5b; or caught up before it was killed).
+    first_start_failed: BTreeSet<usize>,
+    /// The earlier incarnation's data dirs (`m0`, `m1`, …), once made.
+    earlier: Option<PathBuf>,
     scratch: tempfile::TempDir,
     preflights: u64,
     clock: Instant,
@@ -180,6 +199,10 @@ impl FaultCluster {
             verbose: false,
             joining: BTreeSet::new(),
             refused: BTreeSet::new(),
+            new_volume: BTreeSet::new(),
+            old_volume: BTreeSet::new(),
+            first_start_failed: BTreeSet::new(),
+            earlier: None,
             scratch: tempfile::tempdir().expect("a temp dir for verdict files"),
             preflights: 0,
             clock: Instant::now(),
@@ -252,10 +275,45 @@ impl FaultCluster {
                     m(i).kill9();
                 }
                 m(i).wipe_data_dir();
+                self.volume_replaced(i);
                 self.event(format!("{fault} (kill -9, data dir emptied)"));
             }
+            Fault::OldVolume(i) => {
+                let Some(earlier) = self.earlier.clone() else {
+                    self.event(format!("{fault}: no earlier volumes made, nothing to do"));
+                    return None;
+                };
+                if m(i).is_running() {
+                    m(i).kill9();
+                }
+                m(i).wipe_data_dir();
+                copy_tree(&earlier.join(format!("m{i}")), m(i).data_dir());
+                self.volume_replaced(i);
+                self.old_volume.insert(i);
+                self.event(format!(
+                    "{fault} (kill -9, data dir replaced by an earlier incarnation's)"
+                ));
+            }
+            Fault::FailedJoin(i) | Fault::JoinKilled(i, _) => {
+                if let Some(why) = self.others_not_up(i) {
+                    self.event(format!("{fault}: {why}, nothing to do"));
+                    return None;
+                }
+                if m(i).is_running() {
+                    m(i).kill9();
+                }
+                m(i).wipe_data_dir();
+                self.volume_replaced(i);
+                if let Err(e) = self.member_remove(i).and_then(|()| self.member_add(i)) {
+                    self.event(format!("{fault}: {e}; left down on an empty directory"));
+                    return None;
+                }
+                refusal = self.first_start(fault, i);
+            }
             Fault::RestartUnguarded(i)
-                if m(i).data_dir().join("member").exists() && !self.refused.contains(&i) =>
+                if m(i).data_dir().join("member").exists()
+                    && !self.refused.contains(&i)
+                    && !self.new_volume.contains(&i) =>
             {
                 if m(i).is_running() {
                     self.event(format!("{fault}: running, nothing to do"));
@@ -283,6 +341,116 @@ impl FaultCluster {
         refusal
     }
 
+    /// The data of member `i` is gone or replaced: a new Pod, no remedy under way.
+    fn volume_replaced(&mut self, i: usize) {
+        self.new_volume.insert(i);
+        self.old_volume.remove(&i);
+        self.joining.remove(&i);
+        self.first_start_failed.remove(&i);
+    }
+
+    /// Why `member add` for `i` cannot work now: another member not answering.
+    fn others_not_up(&self, i: usize) -> Option<String> {
+        let down: Vec<usize> = (0..self.len())
+            .filter(|&j| j != i)
+            .filter(|&j| {
+                !self.cluster[j].is_answering()
+                    || health(self.cluster[j].client_url(), Duration::from_secs(2)).is_err()
+            })
+            .collect();
+        (!down.is_empty()).then(|| format!("{} not up", names(&down)))
+    }
+
+    /// The first start of re-added member `i` on its empty directory, failing:
+    /// with flags etcd rejects (it exits, leaving its debris), or killed after
+    /// the given delay.
+    fn first_start(&mut self, fault: Fault, i: usize) -> Option<Preflight> {
+        let m = &self.cluster[i];
+        match fault {
+            Fault::FailedJoin(_) => {
+                // The operator's first attempt with a wrong --initial-cluster
+                // (its own entry only): etcd cannot join with it and exits.
+                let own = format!("{}={}", m.name(), m.peer_url());
+                m.start_with(move |f| {
+                    f.initial_cluster = own;
+                    f.initial_cluster_state = ClusterState::Existing;
+                });
+                let exited = m.wait_exit(Duration::from_secs(60));
+                if exited.is_none() {
+                    m.kill9();
+                }
+                let left = debris(m);
+                self.first_start_failed.insert(i);
+                self.event(format!(
+                    "{fault}: started with its own --initial-cluster only, {}; left {left}",
+                    if exited.is_some() {
+                        "etcd exited"
+                    } else {
+                        "etcd still ran after 60 s, killed"
+                    }
+                ));
+                None
+            }
+            Fault::JoinKilled(_, ms) => {
+                if let Err(p) = self.start(i) {
+                    let how = format!("refused: {} (exit {})", p.verdict, p.code);
+                    self.event(format!("{fault}: {how}"));
+                    return Some(p);
+                }
+                std::thread::sleep(Duration::from_millis(ms));
+                let m = &self.cluster[i];
+                let how = if m.is_running() {
+                    m.kill9();
+                    "killed"
+                } else {
+                    "already exited"
+                };
+                let left = debris(m);
+                self.first_start_failed.insert(i);
+                self.event(format!("{fault}: started to join, {how}; left {left}"));
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Makes, once, the volumes an earlier cluster of the same name left: each
+    /// member in turn is stopped, started alone on a scratch directory with
+    /// another token (a one-member cluster with its name and peer URL), writes a
+    /// key, is stopped, and is started again on its own directory. Call it while
+    /// the cluster is healthy and no writer runs.
+    pub fn make_earlier_volumes(&mut self) {
+        if self.earlier.is_some() {
+            return;
+        }
+        let root = self.scratch.path().join("earlier");
+        std::fs::create_dir_all(&root)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
+        for i in 0..self.len() {
+            let dir = root.join(format!("m{i}"));
+            let m = &self.cluster[i];
+            let own = format!("{}={}", m.name(), m.peer_url());
+            m.stop();
+            let data_dir = dir.clone();
+            m.start_with(move |f| {
+                f.data_dir = data_dir;
+                f.token = "fault-schedules-earlier-incarnation".into();
+                f.initial_cluster = own;
+                f.initial_cluster_state = ClusterState::New;
+            });
+            m.wait_healthy();
+            m.put(
+                &format!("earlier-incarnation/{}", m.name()),
+                "the old keyspace",
+            );
+            m.stop();
+            self.spawn(i);
+            self.cluster[i].wait_healthy();
+        }
+        self.earlier = Some(root);
+        self.event("made the volumes of an earlier incarnation (one per member)");
+    }
+
     /// Starts member `i` as its mode does: baseline at once with its flags; guarded
     /// only when `preflight` exits 0. Returns the refusal otherwise.
     pub fn start(&mut self, i: usize) -> Result<(), Preflight> {
@@ -290,28 +458,73 @@ impl FaultCluster {
             let p = self.preflight(i);
             if p.code != 0 {
                 self.refused.insert(i);
+                if self.joining.contains(&i) && p.code != 14 {
+                    self.refused_joiner(i, &p);
+                }
                 return Err(p);
             }
             self.refused.remove(&i);
-            let expected = if self.joining.contains(&i) {
-                "join"
-            } else {
-                "start"
-            };
-            if p.verdict != expected {
+            if self.old_volume.contains(&i) {
                 let what = format!(
-                    "preflight said {} (exit {}) for {} where {expected} was expected: {}",
+                    "preflight let {} start on an earlier incarnation's volume: {} (exit {}): {}",
+                    self.name(i),
+                    p.verdict,
+                    p.code,
+                    p.reason
+                );
+                self.event(format!("ANOMALY: {what}"));
+                self.counters.anomalies.push(what);
+            }
+            // A re-added member is joined on its empty directory; what a failed
+            // first start left is joined, or started when its log is empty
+            // (row 5b) or it had caught up.
+            let expected: &[&str] = if self.first_start_failed.contains(&i) {
+                &["join", "start"]
+            } else if self.joining.contains(&i) {
+                &["join"]
+            } else {
+                &["start"]
+            };
+            if !expected.contains(&p.verdict.as_str()) {
+                let what = format!(
+                    "preflight said {} (exit {}) for {} where {} was expected: {}",
                     p.verdict,
                     p.code,
                     self.name(i),
+                    expected.join(" or "),
                     p.reason
                 );
                 self.event(format!("ANOMALY: {what}"));
                 self.counters.anomalies.push(what);
             }
         }
+        self.new_volume.remove(&i);
         self.spawn(i);
         Ok(())
+    }
+
+    /// A re-added member refused: wrong when the live list still shows it added
+    /// and never started (what its failed first start left is not data).
+    fn refused_joiner(&mut self, i: usize, p: &Preflight) {
+        let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+        let entry = match self.live_entry(&name, &peer) {
+            Ok(entry) => entry,
+            Err(e) => {
+                self.event(format!("cannot tell whether {name} ever started: {e}"));
+                return;
+            }
+        };
+        let never_started = entry
+            .as_ref()
+            .is_some_and(|e| e["name"].as_str().unwrap_or("").is_empty());
+        if never_started {
+            let what = format!(
+                "preflight refused {name}, listed as added and never started, after a failed first start: {} (exit {}): {}",
+                p.verdict, p.code, p.reason
+            );
+            self.event(format!("ANOMALY: {what}"));
+            self.counters.anomalies.push(what);
+        }
     }
 
     /// etcd with the member's current flags (frozen, or rewritten by a remedy).
@@ -485,6 +698,9 @@ impl FaultCluster {
         })
         .map_err(|e| format!("heal: {e}{}", self.log_tails(&all)))?;
         self.event("heal: every member healthy");
+        // Every re-added member has now joined: from here on it is a member.
+        self.joining.clear();
+        self.first_start_failed.clear();
         Ok(())
     }
 
@@ -554,58 +770,14 @@ impl FaultCluster {
             m.wipe_data_dir();
         }
         for &i in members {
-            let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
-            let id = self
-                .live_entry(&name, &peer)?
-                .map(|e| e["ID"].as_u64().unwrap_or(0));
-            if let Some(id) = id {
-                let hex = format!("{id:x}");
-                eventually(patience(), || {
-                    let out = self.cluster.etcdctl(["member", "remove", hex.as_str()]);
-                    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-                    ensure(
-                        out.status.success() || err.contains("member not found"),
-                        format!("member remove {hex}: {}", last_line(&err)),
-                    )
-                })
-                .map_err(|e| format!("remedy {name}: {e}"))?;
-                self.event(format!("remedy {name}: member remove {hex}"));
-            }
+            self.volume_replaced(i);
+            self.member_remove(i)
+                .map_err(|e| format!("remedy {}: {e}", self.name(i)))?;
         }
         for &i in members {
-            let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
-            let peer_flag = format!("--peer-urls={peer}");
-            eventually(patience(), || {
-                let out =
-                    self.cluster
-                        .etcdctl(["member", "add", name.as_str(), peer_flag.as_str()]);
-                let err = String::from_utf8_lossy(&out.stderr).into_owned();
-                if out.status.success() || err.contains("already exists") {
-                    Ok(())
-                } else {
-                    Err(format!("member add {name}: {}", last_line(&err)))
-                }
-            })
-            .map_err(|e| format!("remedy {name}: {e}"))?;
-            let list = self.member_list()?;
-            let ic: Vec<String> = list
-                .iter()
-                .filter_map(|e| {
-                    let url = e["peerURLs"][0].as_str()?;
-                    let member_name = match e["name"].as_str() {
-                        Some(n) if !n.is_empty() => n.to_string(),
-                        _ if url == peer => name.clone(),
-                        _ => return None,
-                    };
-                    Some(format!("{member_name}={url}"))
-                })
-                .collect();
-            let ic = ic.join(",");
-            self.event(format!(
-                "remedy {name}: member add → --initial-cluster={ic}"
-            ));
-            self.initial_cluster[i] = Some(ic);
-            self.joining.insert(i);
+            let name = self.name(i);
+            self.member_add(i)
+                .map_err(|e| format!("remedy {name}: {e}"))?;
             let started = self.start(i);
             self.joining.remove(&i);
             if let Err(p) = started {
@@ -622,6 +794,65 @@ impl FaultCluster {
                 "remedy {name}: joined on an empty directory, healthy"
             ));
         }
+        Ok(())
+    }
+
+    /// `member remove` of member `i`'s live entry (by name or peer URL), if
+    /// listed.
+    fn member_remove(&mut self, i: usize) -> Result<(), String> {
+        let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+        let id = self
+            .live_entry(&name, &peer)?
+            .map(|e| e["ID"].as_u64().unwrap_or(0));
+        if let Some(id) = id {
+            let hex = format!("{id:x}");
+            eventually(patience(), || {
+                let out = self.cluster.etcdctl(["member", "remove", hex.as_str()]);
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                ensure(
+                    out.status.success() || err.contains("member not found"),
+                    format!("member remove {hex}: {}", last_line(&err)),
+                )
+            })?;
+            self.event(format!("{name}: member remove {hex}"));
+        }
+        Ok(())
+    }
+
+    /// `member add` of member `i` (same name and peer URL); its flags become
+    /// `=existing` with the `--initial-cluster` that follows from the list, and
+    /// it is joining.
+    fn member_add(&mut self, i: usize) -> Result<(), String> {
+        let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+        let peer_flag = format!("--peer-urls={peer}");
+        eventually(patience(), || {
+            let out = self
+                .cluster
+                .etcdctl(["member", "add", name.as_str(), peer_flag.as_str()]);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() || err.contains("already exists") {
+                Ok(())
+            } else {
+                Err(format!("member add {name}: {}", last_line(&err)))
+            }
+        })?;
+        let list = self.member_list()?;
+        let ic: Vec<String> = list
+            .iter()
+            .filter_map(|e| {
+                let url = e["peerURLs"][0].as_str()?;
+                let member_name = match e["name"].as_str() {
+                    Some(n) if !n.is_empty() => n.to_string(),
+                    _ if url == peer => name.clone(),
+                    _ => return None,
+                };
+                Some(format!("{member_name}={url}"))
+            })
+            .collect();
+        let ic = ic.join(",");
+        self.event(format!("{name}: member add → --initial-cluster={ic}"));
+        self.initial_cluster[i] = Some(ic);
+        self.joining.insert(i);
         Ok(())
     }
 
@@ -707,6 +938,39 @@ pub fn agent_binary() -> &'static Path {
         .unwrap_or_else(|e| panic!("{e}"));
         link
     })
+}
+
+/// What a member's data dir holds, in a few words (for the events).
+fn debris(m: &Member) -> String {
+    let wal = m.wal_files().len();
+    let snaps = m.snap_files().len();
+    let db = m.db_path().exists();
+    if !db && wal == 0 && snaps == 0 {
+        return "an empty directory".to_string();
+    }
+    format!(
+        "{}, {wal} WAL file(s), {snaps} .snap file(s)",
+        if db { "a db" } else { "no db" }
+    )
+}
+
+/// Copies the tree at `from` into the existing directory `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dst.display()));
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap_or_else(|e| {
+                panic!("cannot copy {} to {}: {e}", src.display(), dst.display())
+            });
+        }
+    }
 }
 
 fn names(members: &[usize]) -> String {
