@@ -485,7 +485,11 @@ impl FaultCluster {
             } else {
                 &["start"]
             };
-            if !expected.contains(&p.verdict.as_str()) {
+            // A member added and never started (refused, then wiped, before
+            // its first start) is joined: the leader's list says so.
+            let listed_unstarted =
+                p.verdict == "join" && !expected.contains(&"join") && self.listed_unstarted(i);
+            if !expected.contains(&p.verdict.as_str()) && !listed_unstarted {
                 let what = format!(
                     "preflight said {} (exit {}) for {} where {} was expected: {}",
                     p.verdict,
@@ -503,21 +507,26 @@ impl FaultCluster {
         Ok(())
     }
 
+    /// Whether the live list (linearizable, through the running members) shows
+    /// member `i` added and never started.
+    fn listed_unstarted(&mut self, i: usize) -> bool {
+        let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
+        match self.live_entry(&name, &peer) {
+            Ok(entry) => entry
+                .as_ref()
+                .is_some_and(|e| e["name"].as_str().unwrap_or("").is_empty()),
+            Err(e) => {
+                self.event(format!("cannot tell whether {name} ever started: {e}"));
+                false
+            }
+        }
+    }
+
     /// A re-added member refused: wrong when the live list still shows it added
     /// and never started (what its failed first start left is not data).
     fn refused_joiner(&mut self, i: usize, p: &Preflight) {
-        let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
-        let entry = match self.live_entry(&name, &peer) {
-            Ok(entry) => entry,
-            Err(e) => {
-                self.event(format!("cannot tell whether {name} ever started: {e}"));
-                return;
-            }
-        };
-        let never_started = entry
-            .as_ref()
-            .is_some_and(|e| e["name"].as_str().unwrap_or("").is_empty());
-        if never_started {
+        let name = self.name(i);
+        if self.listed_unstarted(i) {
             let what = format!(
                 "preflight refused {name}, listed as added and never started, after a failed first start: {} (exit {}): {}",
                 p.verdict, p.code, p.reason
