@@ -68,16 +68,65 @@ const ETCD_BINARIES: [&str; 1] = ["/usr/local/bin/etcd"];
 /// Bound on `etcd --version`.
 const ETCD_VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The version of the etcd about to start: `--etcd-version`, else what
-/// `etcd --version` prints ("etcd Version: 3.6.11") for the first binary of
-/// [`ETCD_BINARIES`] that answers within [`ETCD_VERSION_TIMEOUT`]. `None` (and
-/// why) when neither says.
-fn etcd_about_to_start(cfg: &Config, budget: Duration) -> Result<(Target, &'static str), String> {
-    if let Some(t) = cfg.etcd_version {
-        return Ok((t, "--etcd-version"));
-    }
-    if !cfg.probe_etcd_version {
+/// The container of this Pod whose image is the etcd about to start (the
+/// operator's name for it).
+const ETCD_CONTAINER: &str = "etcd";
+
+/// The etcd a check is for, where that was learnt, and a warning when the
+/// sources disagree.
+struct AboutToStart {
+    target: Target,
+    from: String,
+    warning: Option<String>,
+}
+
+/// The version of the etcd about to start: the tag of this Pod's `etcd`
+/// container image when it reads as a 3.x version (what the kubelet starts,
+/// whatever the env says: an `ETCD_VERSION` left behind by an image upgrade is
+/// a warning), else `--etcd-version`, else what `etcd --version` prints
+/// ("etcd Version: 3.6.11") for the first binary of [`ETCD_BINARIES`] that
+/// answers within [`ETCD_VERSION_TIMEOUT`]. `Err` (why) when none says.
+/// `image`: the Pod's read (`None`: not asked; `Ok(None)`: no such container).
+fn etcd_about_to_start(
+    cfg: &Config,
+    budget: Duration,
+    image: Option<&Result<Option<String>, String>>,
+) -> Result<AboutToStart, String> {
+    if cfg.etcd_version.is_none() && !cfg.probe_etcd_version {
         return Err("not asked".into());
+    }
+    let from_image = match image {
+        Some(Ok(Some(img))) => crate::evidence::pod::image_tag(img)
+            .and_then(Target::parse)
+            .filter(|t| t.major == 3)
+            .map(|t| (t, img.clone())),
+        _ => None,
+    };
+    if let Some((target, img)) = from_image {
+        let warning = cfg
+            .etcd_version
+            .filter(|given| {
+                (given.major, given.minor) != (target.major, target.minor)
+                    || given.patch.is_some_and(|p| Some(p) != target.patch)
+            })
+            .map(|given| {
+                format!(
+                    "ETCD_VERSION (--etcd-version) says {given} but this Pod's {ETCD_CONTAINER} container runs {img}: \
+                     the upgrade check is for {target}, the image's version (update ETCD_VERSION)"
+                )
+            });
+        return Ok(AboutToStart {
+            target,
+            from: format!("the {ETCD_CONTAINER} container's image {img}"),
+            warning,
+        });
+    }
+    if let Some(t) = cfg.etcd_version {
+        return Ok(AboutToStart {
+            target: t,
+            from: "--etcd-version".into(),
+            warning: None,
+        });
     }
     let mut tried = Vec::new();
     for bin in ETCD_BINARIES {
@@ -97,7 +146,13 @@ fn etcd_about_to_start(cfg: &Config, budget: Duration) -> Result<(Target, &'stat
                     .find_map(|l| l.trim().strip_prefix("etcd Version:"))
                     .and_then(Target::parse);
                 match v {
-                    Some(t) => return Ok((t, bin)),
+                    Some(t) => {
+                        return Ok(AboutToStart {
+                            target: t,
+                            from: bin.to_string(),
+                            warning: None,
+                        })
+                    }
                     None => tried.push(format!("{bin}: no \"etcd Version:\" line")),
                 }
             }
@@ -495,12 +550,19 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     };
 
     // The upgrade check, for an initialized directory nothing else refuses yet.
+    let mut version_warning = None;
     let upgrade_check = if dir.state == crate::disk::layout::DirState::Initialized && !dir.running {
         let budget = deadline.saturating_duration_since(Instant::now());
-        match etcd_about_to_start(cfg, budget) {
-            Ok((target, from)) => {
+        let image = gathered.as_ref().and_then(|g| g.etcd_image.as_ref());
+        match etcd_about_to_start(cfg, budget, image) {
+            Ok(AboutToStart {
+                target,
+                from,
+                warning,
+            }) => {
                 let check = upgrade::check(&dir, target, &cfg.etcd_flags);
-                tracing::info!(target = %target, from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
+                tracing::info!(target = %target, from = %from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
+                version_warning = warning;
                 Some(check)
             }
             Err(why) => {
@@ -535,6 +597,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         live_entry,
         kube_entry,
         witness_entry,
+        etcd_image: _,
     } = gathered.unwrap_or_else(|| {
         let unused = |source| EvidenceEntry {
             source,
@@ -550,6 +613,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             live_entry: unused(Source::Etcd),
             kube_entry: unused(Source::Kube),
             witness_entry: unused(Source::Witness),
+            etcd_image: None,
         }
     });
 
@@ -568,8 +632,9 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         row,
         reason,
         remedy,
-        warnings,
+        mut warnings,
     } = verdict::decide(&inputs);
+    warnings.extend(version_warning);
     for w in &warnings {
         tracing::warn!(warning = %w, "preflight");
     }
@@ -630,6 +695,8 @@ struct Gathered {
     live_entry: EvidenceEntry,
     kube_entry: EvidenceEntry,
     witness_entry: EvidenceEntry,
+    /// The image of this Pod's etcd container (`None`: `--kube` is off).
+    etcd_image: Option<Result<Option<String>, String>>,
 }
 
 /// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
@@ -722,14 +789,17 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
             return (
                 (Answer::NotConfigured, not_configured(Source::Kube, off)),
                 (Answer::NotConfigured, not_configured(Source::Witness, off)),
+                None,
             );
         };
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        // The records and the witness Lease are asked at once, through one client.
-        let (result, witness) = match kube_src::client(target, timeout).await {
+        // The records, the witness Lease and this Pod's etcd image are asked at
+        // once, through one client.
+        let (result, witness, image) = match kube_src::client(target, timeout).await {
             Ok(client) => {
-                let (records, lease) =
-                    tokio::join!(kube_src::fetch(&client, target, deadline), async {
+                let (records, lease, image) = tokio::join!(
+                    kube_src::fetch(&client, target, deadline),
+                    async {
                         let t = Instant::now();
                         let read = witness_src::read(
                             &client,
@@ -739,16 +809,28 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                         )
                         .await;
                         witness_evidence(read, t)
-                    });
-                (records, lease)
+                    },
+                    crate::evidence::pod::container_image(
+                        &client,
+                        &target.namespace,
+                        &target.member_name,
+                        ETCD_CONTAINER,
+                        deadline,
+                    )
+                );
+                let image = image.map_err(|e| e.to_string());
+                if let Err(e) = &image {
+                    tracing::info!(error = %e, "this Pod's etcd image could not be read");
+                }
+                (records, lease, image)
             }
             Err(e) => {
                 let why = e.to_string();
                 let witness = (
                     Answer::NoAnswer(why.clone()),
-                    no_answer(Source::Witness, why, t),
+                    no_answer(Source::Witness, why.clone(), t),
                 );
-                (Err(e), witness)
+                (Err(e), witness, Err(why))
             }
         };
         let records = match result {
@@ -776,9 +858,9 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                 )
             }
         };
-        (records, witness)
+        (records, witness, Some(image))
     };
-    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry))) =
+    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry), etcd_image)) =
         tokio::join!(live, operator);
     Gathered {
         live,
@@ -787,6 +869,7 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
         live_entry,
         kube_entry,
         witness_entry,
+        etcd_image,
     }
 }
 

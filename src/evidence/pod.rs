@@ -727,6 +727,38 @@ pub async fn check_pod(
     })
 }
 
+/// The image of the container named `container` in Pod `namespace/pod_name`
+/// (`spec.containers` only): what the kubelet starts there next. `Ok(None)`
+/// when the Pod has no such container. Returns by `deadline`.
+#[tracing::instrument(skip(client, deadline))]
+pub async fn container_image(
+    client: &Client,
+    namespace: &str,
+    pod_name: &str,
+    container: &str,
+    deadline: Instant,
+) -> Result<Option<String>, ApiError<ObjectKind>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = call(ObjectKind::Pod, namespace, pod_name, deadline, || {
+        pods.get(pod_name)
+    })
+    .await?;
+    Ok(pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.containers.iter().find(|c| c.name == container))
+        .and_then(|c| c.image.clone()))
+}
+
+/// The tag of an image reference (`registry:5000/etcd:v3.6.11@sha256:…` →
+/// `v3.6.11`), `None` for a reference by digest alone or without a tag.
+pub fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split('@').next().unwrap_or(image);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let (_, tag) = last.split_once(':')?;
+    (!tag.is_empty()).then_some(tag)
+}
+
 /// A metadata-only GET: `Ok(false)` only for a 404 that names the object.
 async fn exists<K>(
     client: &Client,
@@ -753,6 +785,21 @@ where
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn image_tags_are_read_past_registries_ports_and_digests() {
+        for (image, tag) in [
+            ("quay.io/coreos/etcd:v3.6.11", Some("v3.6.11")),
+            ("registry.k8s.io/etcd:3.5.16-0", Some("3.5.16-0")),
+            ("localhost:5000/etcd:3.7.3@sha256:0123", Some("3.7.3")),
+            ("localhost:5000/etcd", None),
+            ("etcd@sha256:0123", None),
+            ("etcd:", None),
+            ("", None),
+        ] {
+            assert_eq!(image_tag(image), tag, "{image}");
+        }
+    }
 
     fn pod(spec: Value, status: Value) -> Pod {
         serde_json::from_value(json!({

@@ -513,6 +513,62 @@ async fn preflight_on_a_real_member_dir_starts_on_matching_records_and_refuses_s
         .await
         .expect(step, 11, "refuse-foreign")
         .reason_mentions(step, "the EtcdCluster says");
+
+    // The etcd about to start is the one this Pod's etcd container runs: its
+    // image's tag wins over an ETCD_VERSION that an image change left behind.
+    patch_status(&clusters, CLUSTER, json!({"clusterID": cluster_id})).await;
+    let given = m0.version().label().to_owned();
+    let pods: Api<Pod> = Api::namespaced(w.admin.clone(), NS);
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "serviceAccountName": AGENT_SERVICE_ACCOUNT,
+            "automountServiceAccountToken": false,
+            "containers": [
+            {"name": "etcd", "image": format!("quay.io/coreos/etcd:v{given}")},
+            {"name": "member-agent", "image": "ghcr.io/cozystack/etcd-member-agent:v0.1.0"},
+        ]},
+    });
+    pods.create(&PostParams::default(), &from_json(pod))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the Pod: {e}"));
+    let step = "the etcd image agrees with ETCD_VERSION";
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 0, "start");
+    assert_eq!(v.doc()["warnings"], json!([]), "{step}\n{}", v.run);
+    assert_eq!(
+        v.doc()["upgrade_check"]["target"],
+        json!(format!("{given}")),
+        "{step}\n{}",
+        v.run
+    );
+
+    let step = "the etcd image was rolled back to 3.5, ETCD_VERSION still says 3.6";
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"spec": {"containers": [
+            {"name": "etcd", "image": "quay.io/coreos/etcd:v3.5.21"},
+        ]}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot change the Pod's image: {e}"));
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 16, "refuse-version");
+    let warnings = v.doc()["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("ETCD_VERSION (--etcd-version) says {given}"))
+            && warnings.contains("quay.io/coreos/etcd:v3.5.21"),
+        "{step}: the stale ETCD_VERSION is a warning\n{}",
+        v.run
+    );
+    assert_eq!(
+        v.doc()["upgrade_check"]["target"],
+        "3.5.21",
+        "{step}\n{}",
+        v.run
+    );
 }
 
 // ---------------------------------------------------------------------------
