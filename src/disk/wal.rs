@@ -24,13 +24,17 @@
 //! Segments are read with large `pread` windows and entry payloads are never kept,
 //! so reading a gigabyte of log costs about what `cat` does plus the CRC.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::disk::pb::{self, PbError, Value};
+use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::pb::{self, PbError};
+use crate::disk::raftpb::{
+    self, bytes, decode_conf_change, decode_conf_state, decode_hard_state, undecodable, varint,
+    ConfChangeRec, DecodeError, HardState, ENTRY_CONF_CHANGE, ENTRY_NORMAL,
+};
 use crate::disk::reader::{IoError, PosReader};
 use crate::disk::v2req::V2Log;
 
@@ -52,10 +56,6 @@ const ENTRY_TYPE: i64 = 2;
 const STATE_TYPE: i64 = 3;
 const CRC_TYPE: i64 = 4;
 const SNAPSHOT_TYPE: i64 = 5;
-/// `raftpb.EntryType` of a (v1) `ConfChange` entry.
-const ENTRY_CONF_CHANGE: u64 = 1;
-/// `raftpb.EntryType` of a normal entry (also what an absent `Type` means).
-const ENTRY_NORMAL: u64 = 0;
 
 /// One `*.wal` file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,18 +70,6 @@ pub struct WalSegment {
     pub first_index: u64,
     /// File size (preallocated segments are 64,000,000 bytes).
     pub size: u64,
-}
-
-/// The raft HardState last written to the log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct HardState {
-    /// Current term.
-    pub term: u64,
-    /// Member voted for in this term (0 = none).
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub vote: u64,
-    /// Highest index known committed.
-    pub commit: u64,
 }
 
 /// A snapshot record (`walpb.Snapshot`): the log says a `.snap` at this index and
@@ -101,70 +89,6 @@ pub struct WalSnapshotRef {
     /// Whether the record carried a conf state at all (written since 3.5; never
     /// in the initial `{0, 0}` record).
     pub has_conf_state: bool,
-}
-
-/// `raftpb.ConfChangeType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfChangeKind {
-    /// 0: add a voter (also a learner's promotion, with `isPromote` in the context).
-    AddNode,
-    /// 1: remove a member.
-    RemoveNode,
-    /// 2: update a member's peer URLs.
-    UpdateNode,
-    /// 3: add a learner.
-    AddLearnerNode,
-    /// Any other value.
-    Other(u64),
-}
-
-impl ConfChangeKind {
-    fn from_raw(v: u64) -> Self {
-        match v {
-            0 => ConfChangeKind::AddNode,
-            1 => ConfChangeKind::RemoveNode,
-            2 => ConfChangeKind::UpdateNode,
-            3 => ConfChangeKind::AddLearnerNode,
-            other => ConfChangeKind::Other(other),
-        }
-    }
-}
-
-/// The member described by a ConfChange's context (etcd's `membership.Member`
-/// JSON, or `ConfigChangeContext` which adds `isPromote`). Missing fields are
-/// defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct MemberAttrs {
-    /// Member ID.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
-    /// Member name (empty until the member published its attributes).
-    pub name: String,
-    /// Peer URLs.
-    pub peer_urls: Vec<String>,
-    /// Client URLs.
-    pub client_urls: Vec<String>,
-    /// Added as a learner.
-    pub is_learner: bool,
-    /// The change promotes a learner (3.5 `ConfigChangeContext`).
-    pub is_promote: bool,
-}
-
-/// A membership change entry (`EntryConfChange`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfChangeRec {
-    /// Raft index of the entry.
-    pub index: u64,
-    /// Raft term of the entry.
-    pub term: u64,
-    /// What the change does.
-    pub kind: ConfChangeKind,
-    /// The member it concerns.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub node_id: u64,
-    /// The member JSON from the context; `None` when absent or not decodable.
-    pub member: Option<MemberAttrs>,
 }
 
 /// Why the end of the last segment counts as a torn write.
@@ -366,6 +290,17 @@ pub enum WalError {
     },
 }
 
+impl From<DecodeError> for CorruptKind {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Undecodable { what, source } => CorruptKind::Undecodable { what, source },
+            DecodeError::WrongWireType { what, field } => {
+                CorruptKind::WrongWireType { what, field }
+            }
+        }
+    }
+}
+
 impl WalError {
     /// True when the cause is a permission problem: the directory is unreadable,
     /// not corrupt.
@@ -396,52 +331,6 @@ pub fn segment_name(seq: u64, index: u64) -> String {
 /// etcd writes (16 lowercase hex digits each) is accepted.
 pub fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
     parse_hex_pair(name.strip_suffix(".wal")?)
-}
-
-/// Parses `%016x-%016x` (shared with `.snap` names).
-pub(crate) fn parse_hex_pair(s: &str) -> Option<(u64, u64)> {
-    let (a, b) = s.split_once('-')?;
-    Some((parse_hex16(a)?, parse_hex16(b)?))
-}
-
-fn parse_hex16(s: &str) -> Option<u64> {
-    let ok = s.len() == 16
-        && s.bytes()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-    if ok {
-        u64::from_str_radix(s, 16).ok()
-    } else {
-        None
-    }
-}
-
-/// Reads a directory's entries as (name, path), skipping names that are not UTF-8
-/// (etcd never writes such names; the caller reports debris).
-pub(crate) fn read_dir_names(dir: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
-    let err = |source| IoError {
-        op: "readdir",
-        path: dir.to_path_buf(),
-        offset: None,
-        source,
-    };
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(err)? {
-        let entry = entry.map_err(err)?;
-        if let Ok(name) = entry.file_name().into_string() {
-            out.push((name, entry.path()));
-        }
-    }
-    Ok(out)
-}
-
-/// `lstat` of a directory entry.
-pub(crate) fn lstat(path: &Path) -> Result<fs::Metadata, IoError> {
-    fs::symlink_metadata(path).map_err(|source| IoError {
-        op: "lstat",
-        path: path.to_path_buf(),
-        offset: None,
-        source,
-    })
 }
 
 /// Lists the `*.wal` files of `wal_dir`, sorted by sequence number, and checks
@@ -944,7 +833,7 @@ impl State {
             },
             ENTRY_TYPE => self.apply_entry(rec.data).map_err(corrupt)?,
             STATE_TYPE => {
-                self.hard_state = decode_hard_state(rec.data).map_err(corrupt)?;
+                self.hard_state = decode_hard_state(rec.data).map_err(|e| corrupt(e.into()))?;
                 self.hard_state_seen = true;
             }
             CRC_TYPE => {
@@ -966,17 +855,12 @@ impl State {
     }
 
     fn apply_entry(&mut self, data: &[u8]) -> Result<(), CorruptKind> {
-        const WHAT: &str = "entry";
-        let (mut etype, mut term, mut index, mut payload) = (0, 0, 0, &[][..]);
-        for f in pb::fields(data) {
-            match f.map_err(|source| CorruptKind::Undecodable { what: WHAT, source })? {
-                (1, v) => etype = varint(v, WHAT, 1)?,
-                (2, v) => term = varint(v, WHAT, 2)?,
-                (3, v) => index = varint(v, WHAT, 3)?,
-                (4, v) => payload = bytes(v, WHAT, 4)?,
-                _ => {}
-            }
-        }
+        let raftpb::Entry {
+            etype,
+            term,
+            index,
+            data: payload,
+        } = raftpb::decode_entry(data)?;
         // A later entry at a lower or equal index overwrites the log from there
         // (raft's log truncation), so drop the membership changes it replaced.
         while self.conf_changes.last().is_some_and(|c| c.index >= index) {
@@ -1025,24 +909,6 @@ struct Record<'a> {
     data: &'a [u8],
 }
 
-fn undecodable(what: &'static str) -> impl Fn(PbError) -> CorruptKind {
-    move |source| CorruptKind::Undecodable { what, source }
-}
-
-fn varint(v: Value<'_>, what: &'static str, field: u32) -> Result<u64, CorruptKind> {
-    match v {
-        Value::Varint(x) => Ok(x),
-        _ => Err(CorruptKind::WrongWireType { what, field }),
-    }
-}
-
-fn bytes<'a>(v: Value<'a>, what: &'static str, field: u32) -> Result<&'a [u8], CorruptKind> {
-    match v {
-        Value::Bytes(b) => Ok(b),
-        _ => Err(CorruptKind::WrongWireType { what, field }),
-    }
-}
-
 fn decode_record(buf: &[u8]) -> Result<Record<'_>, CorruptKind> {
     const WHAT: &str = "record";
     let mut rec = Record {
@@ -1076,20 +942,6 @@ fn decode_metadata(buf: &[u8]) -> Result<(u64, u64), CorruptKind> {
     Ok((node, cluster))
 }
 
-fn decode_hard_state(buf: &[u8]) -> Result<HardState, CorruptKind> {
-    const WHAT: &str = "hardstate";
-    let mut hs = HardState::default();
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (1, v) => hs.term = varint(v, WHAT, 1)?,
-            (2, v) => hs.vote = varint(v, WHAT, 2)?,
-            (3, v) => hs.commit = varint(v, WHAT, 3)?,
-            _ => {}
-        }
-    }
-    Ok(hs)
-}
-
 fn decode_snapshot(buf: &[u8]) -> Result<WalSnapshotRef, CorruptKind> {
     const WHAT: &str = "snapshot";
     let mut snap = WalSnapshotRef::default();
@@ -1109,115 +961,12 @@ fn decode_snapshot(buf: &[u8]) -> Result<WalSnapshotRef, CorruptKind> {
     Ok(snap)
 }
 
-/// Decodes `raftpb.ConfState` into (voters, learners); the repeated fields may
-/// be packed or not.
-pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<u64>, Vec<u64>), CorruptKind> {
-    const WHAT: &str = "conf state";
-    let (mut voters, mut learners) = (Vec::new(), Vec::new());
-    for f in pb::fields(buf) {
-        let (field, v) = f.map_err(undecodable(WHAT))?;
-        let out = match field {
-            1 => &mut voters,
-            2 => &mut learners,
-            _ => continue,
-        };
-        if !matches!(v, Value::Varint(_) | Value::Bytes(_)) {
-            return Err(CorruptKind::WrongWireType { what: WHAT, field });
-        }
-        pb::push_u64s(v, out).map_err(undecodable(WHAT))?;
-    }
-    Ok((voters, learners))
-}
-
-fn decode_conf_change(buf: &[u8]) -> Result<ConfChangeRec, CorruptKind> {
-    const WHAT: &str = "conf change";
-    let (mut kind, mut node_id, mut context) = (0, 0, &[][..]);
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (2, v) => kind = varint(v, WHAT, 2)?,
-            (3, v) => node_id = varint(v, WHAT, 3)?,
-            (4, v) => context = bytes(v, WHAT, 4)?,
-            _ => {}
-        }
-    }
-    Ok(ConfChangeRec {
-        index: 0,
-        term: 0,
-        kind: ConfChangeKind::from_raw(kind),
-        node_id,
-        member: member_from_context(context),
-    })
-}
-
-/// The member JSON of a ConfChange context. Go writes `null` for a nil slice.
-#[derive(serde::Deserialize)]
-struct MemberJson {
-    #[serde(default)]
-    id: u64,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default, rename = "peerURLs")]
-    peer_urls: Option<Vec<String>>,
-    #[serde(default, rename = "clientURLs")]
-    client_urls: Option<Vec<String>>,
-    #[serde(default, rename = "isLearner")]
-    is_learner: Option<bool>,
-    #[serde(default, rename = "isPromote")]
-    is_promote: Option<bool>,
-}
-
-fn member_from_context(context: &[u8]) -> Option<MemberAttrs> {
-    if context.is_empty() {
-        return None;
-    }
-    let m: MemberJson = serde_json::from_slice(context).ok()?;
-    Some(MemberAttrs {
-        id: m.id,
-        name: m.name.unwrap_or_default(),
-        peer_urls: m.peer_urls.unwrap_or_default(),
-        client_urls: m.client_urls.unwrap_or_default(),
-        is_learner: m.is_learner.unwrap_or_default(),
-        is_promote: m.is_promote.unwrap_or_default(),
-    })
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::disk::raftpb::tests::{conf_state, put_bytes, put_u64};
+    use crate::disk::raftpb::ConfChangeKind;
     use proptest::prelude::*;
-
-    /// Appends a protobuf varint.
-    pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    /// Appends a varint field.
-    pub(crate) fn put_u64(out: &mut Vec<u8>, field: u32, v: u64) {
-        put_varint(out, u64::from(field) << 3);
-        put_varint(out, v);
-    }
-
-    /// Appends a length-delimited field.
-    pub(crate) fn put_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-        put_varint(out, (u64::from(field) << 3) | 2);
-        put_varint(out, b.len() as u64);
-        out.extend_from_slice(b);
-    }
-
-    pub(crate) fn conf_state(voters: &[u64], learners: &[u64]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for &v in voters {
-            put_u64(&mut out, 1, v);
-        }
-        for &l in learners {
-            put_u64(&mut out, 2, l);
-        }
-        out
-    }
 
     fn metadata(node: u64, cluster: u64) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1839,19 +1588,6 @@ pub(crate) mod tests {
         let (_, offset, kind) = corrupt_kind(read_wal(dir.path()).unwrap_err());
         assert_eq!(offset, at);
         assert!(matches!(kind, CorruptKind::CrcMismatch { .. }), "{kind:?}");
-    }
-
-    #[test]
-    fn context_json_variants() {
-        let m = member_from_context(
-            br#"{"id":1,"peerURLs":null,"name":"a","isLearner":true,"isPromote":true}"#,
-        )
-        .unwrap();
-        assert_eq!(m.id, 1);
-        assert!(m.peer_urls.is_empty() && m.is_learner && m.is_promote);
-        assert_eq!(member_from_context(b""), None);
-        assert_eq!(member_from_context(b"{not json"), None);
-        assert_eq!(member_from_context(b"{}").unwrap(), MemberAttrs::default());
     }
 
     /// Reads a real data dir: `EMA_REAL_WAL_DIR=/path/member/wal cargo test --lib
