@@ -5,8 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::page::BucketRoot;
-use super::walk::{visit_all, Records, Walker, NO_FREELIST};
+use super::walk::Visit;
 use super::{BoltError, Db, RecordProblem};
 use crate::disk::pb::{self, PbError};
 
@@ -195,42 +194,17 @@ impl Db {
             b"cluster",
             b"alarm",
         ];
-        let mut w = Walker::new(self);
-        // Meta pages 0 and 1 are always in use.
-        let mut in_use: u64 = 2;
-        if self.meta.freelist != NO_FREELIST {
-            let page = self.read_page(self.meta.freelist)?;
-            w.mark(&page)?;
-        }
-        let mut buckets = Vec::new();
-        let mut records: Vec<(&'static [u8], Records)> = Vec::new();
-        w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
-            if !e.is_bucket {
-                return Ok(());
-            }
-            buckets.push(String::from_utf8_lossy(e.key).into_owned());
-            let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
-            match WANTED.iter().find(|n| **n == e.key) {
-                Some(name) => {
-                    let mut kvs = Vec::new();
-                    visit_all(w, root, e.depth + 1, Some(&mut kvs))?;
-                    records.push((*name, kvs));
-                }
-                None if count_pages => visit_all(w, root, e.depth + 1, None)?,
-                None => {}
-            }
-            Ok(())
-        })?;
-        in_use += w.pages;
+        let scan = self.read_buckets(&WANTED, count_pages)?;
 
         let mut out = Backend {
             page_size: self.page_size,
             file_size: self.reader.len(),
             logical_size: self.logical_size(),
-            size_in_use: count_pages.then(|| in_use.saturating_mul(u64::from(self.page_size))),
+            size_in_use: count_pages
+                .then(|| scan.pages_in_use.saturating_mul(u64::from(self.page_size))),
             txid: self.meta.txid,
             meta_page: self.meta_page,
-            buckets,
+            buckets: scan.names,
             consistent_index: None,
             term: None,
             conf_state: None,
@@ -243,7 +217,7 @@ impl Db {
             downgrade: None,
             alarms: Vec::new(),
         };
-        for (bucket, kvs) in records {
+        for (bucket, kvs) in scan.records {
             for (k, v) in kvs {
                 self.decode_record(&mut out, bucket, &k, &v)?;
             }
@@ -281,50 +255,46 @@ impl Db {
             .and_then(semver_minor)
             .is_some_and(|v| v >= (3, 6));
         let mut live: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        let mut w = Walker::new(self);
-        w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
-            if !e.is_bucket {
-                return Err(BoltError::NotABucket {
-                    path: w.db.path().to_path_buf(),
-                    key: e.key.to_vec(),
-                });
+        self.for_each_root_entry(&mut |visit| {
+            let (bucket, kv) = match visit {
+                Visit::Bucket(name) => {
+                    hash = crc32c::crc32c_append(hash, name);
+                    return Ok(());
+                }
+                Visit::Entry { bucket, entry } => (bucket, entry),
+            };
+            let is_key_bucket = bucket == b"key";
+            hash = crc32c::crc32c_append(hash, kv.key);
+            if !kv.is_bucket {
+                hash = crc32c::crc32c_append(hash, kv.value);
             }
-            hash = crc32c::crc32c_append(hash, e.key);
-            let is_key_bucket = e.key == b"key";
-            let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
-            w.bucket(root, e.depth + 1, &mut |w, kv| {
-                hash = crc32c::crc32c_append(hash, kv.key);
-                if !kv.is_bucket {
-                    hash = crc32c::crc32c_append(hash, kv.value);
+            // 3.6+ etcdutl fails on a `key` value that is not a KeyValue.
+            if v36 && is_key_bucket && !kv.is_bucket {
+                let k = user_key(kv.value).map_err(|e| BoltError::BadRecord {
+                    path: self.path().to_path_buf(),
+                    bucket: "key".into(),
+                    key: kv.key.to_vec(),
+                    problem: RecordProblem::Protobuf(e),
+                })?;
+                if is_tombstone(kv.key) {
+                    live.remove(k);
+                } else {
+                    live.insert(k.to_vec());
                 }
-                // 3.6+ etcdutl fails on a `key` value that is not a KeyValue.
-                if v36 && is_key_bucket && !kv.is_bucket {
-                    let k = user_key(kv.value).map_err(|e| BoltError::BadRecord {
-                        path: w.db.path().to_path_buf(),
-                        bucket: "key".into(),
-                        key: kv.key.to_vec(),
-                        problem: RecordProblem::Protobuf(e),
-                    })?;
-                    if is_tombstone(kv.key) {
-                        live.remove(k);
-                    } else {
-                        live.insert(k.to_vec());
-                    }
-                }
-                if is_key_bucket {
-                    revision = main_revision(kv.key).ok_or_else(|| BoltError::BadRecord {
-                        path: w.db.path().to_path_buf(),
-                        bucket: "key".into(),
-                        key: kv.key.to_vec(),
-                        problem: RecordProblem::Length {
-                            expected: REVISION_KEY_LEN,
-                            found: kv.key.len(),
-                        },
-                    })?;
-                }
-                total_key += 1;
-                Ok(())
-            })
+            }
+            if is_key_bucket {
+                revision = main_revision(kv.key).ok_or_else(|| BoltError::BadRecord {
+                    path: self.path().to_path_buf(),
+                    bucket: "key".into(),
+                    key: kv.key.to_vec(),
+                    problem: RecordProblem::Length {
+                        expected: REVISION_KEY_LEN,
+                        found: kv.key.len(),
+                    },
+                })?;
+            }
+            total_key += 1;
+            Ok(())
         })?;
         let live_keys = v36.then_some(live.len() as u64);
         Ok(KvHash {

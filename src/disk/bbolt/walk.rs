@@ -251,3 +251,99 @@ pub(super) fn visit_all(
         Ok(())
     })
 }
+
+/// What [`Db::read_buckets`] found.
+pub(super) struct BucketScan {
+    /// Root bucket names, in key order.
+    pub(super) names: Vec<String>,
+    /// The top-level records of each wanted bucket present, in key order of the
+    /// buckets.
+    pub(super) records: Vec<(&'static [u8], Records)>,
+    /// Pages in use: both metas, the freelist if persisted, and every page of the
+    /// buckets walked (all of them when counting).
+    pub(super) pages_in_use: u64,
+}
+
+/// One step of [`Db::for_each_root_entry`].
+pub(super) enum Visit<'a> {
+    /// A root bucket, before its entries.
+    Bucket(&'a [u8]),
+    /// A top-level entry of root bucket `bucket`.
+    Entry {
+        /// The root bucket's name.
+        bucket: &'a [u8],
+        /// The entry (a nested bucket's value is its header, not walked into).
+        entry: Entry<'a>,
+    },
+}
+
+impl Db {
+    /// Walks the root bucket once: the names of its buckets, and the top-level
+    /// records of the buckets named in `wanted` (each walked whole, nested buckets
+    /// included, so their pages count); with `count_pages`, every other bucket
+    /// too, so that [`BucketScan::pages_in_use`] covers every page reachable from
+    /// the chosen meta.
+    pub(super) fn read_buckets(
+        &self,
+        wanted: &[&'static [u8]],
+        count_pages: bool,
+    ) -> Result<BucketScan, BoltError> {
+        let mut w = Walker::new(self);
+        // Meta pages 0 and 1 are always in use.
+        let mut in_use: u64 = 2;
+        if self.meta.freelist != NO_FREELIST {
+            let page = self.read_page(self.meta.freelist)?;
+            w.mark(&page)?;
+        }
+        let mut buckets = Vec::new();
+        let mut records: Vec<(&'static [u8], Records)> = Vec::new();
+        w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
+            if !e.is_bucket {
+                return Ok(());
+            }
+            buckets.push(String::from_utf8_lossy(e.key).into_owned());
+            let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
+            match wanted.iter().find(|n| **n == e.key) {
+                Some(name) => {
+                    let mut kvs = Vec::new();
+                    visit_all(w, root, e.depth + 1, Some(&mut kvs))?;
+                    records.push((*name, kvs));
+                }
+                None if count_pages => visit_all(w, root, e.depth + 1, None)?,
+                None => {}
+            }
+            Ok(())
+        })?;
+        in_use += w.pages;
+        Ok(BucketScan {
+            names: buckets,
+            records,
+            pages_in_use: in_use,
+        })
+    }
+
+    /// Calls `f` for each root bucket in key order, then for each of its
+    /// top-level entries in key order (nested buckets are not walked into): the
+    /// traversal of etcd's `v3Manager.Status`. A root key that is not a bucket is
+    /// [`BoltError::NotABucket`], as bbolt's `ForEach` there fails.
+    pub(super) fn for_each_root_entry(
+        &self,
+        f: &mut dyn FnMut(Visit<'_>) -> Result<(), BoltError>,
+    ) -> Result<(), BoltError> {
+        let mut w = Walker::new(self);
+        w.bucket(BucketRoot::Page(self.meta.root), 0, &mut |w, e| {
+            if !e.is_bucket {
+                return Err(BoltError::NotABucket {
+                    path: w.db.path().to_path_buf(),
+                    key: e.key.to_vec(),
+                });
+            }
+            f(Visit::Bucket(e.key))?;
+            let bucket = e.key;
+            let root = w.db.bucket_root(e.key, e.value, e.pgid)?;
+            w.bucket(root, e.depth + 1, &mut |_, entry| {
+                f(Visit::Entry { bucket, entry })
+            })
+        })
+    }
+}
