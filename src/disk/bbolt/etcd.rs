@@ -513,3 +513,406 @@ pub(super) struct MemberJson {
     #[serde(rename = "isLearner", default)]
     is_learner: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn from_3_6_the_hash_counts_live_user_keys_and_reports_the_storage_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = v36_model(Some(b"3.6.0"));
+        let (hash, entries) = model_hash(&model);
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        let h = db.kv_hash().unwrap();
+        assert_eq!((h.hash, h.entries, h.revision), (hash, entries, 8));
+        // a deleted at 4, b put twice, the empty key put and deleted: b and c.
+        assert_eq!((h.live_keys, h.total_key), (Some(2), 2));
+        assert_eq!(h.version.as_deref(), Some("3.6.0"));
+        let s = db.summary().unwrap();
+        assert_eq!(s.storage_version.as_deref(), Some("3.6.0"));
+        assert_eq!(s.storage_version_source, "meta/storageVersion");
+
+        // Without storageVersion etcd detects 3.5 by the term: 3.5's counting.
+        let model = v36_model(None);
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        let h = db.kv_hash().unwrap();
+        assert_eq!(
+            (h.total_key, h.live_keys, h.version),
+            (h.entries, None, None)
+        );
+        let s = db.summary().unwrap();
+        assert_eq!(
+            (s.storage_version.as_deref(), s.storage_version_source),
+            (Some("3.5.0"), "meta/term")
+        );
+
+        // A storageVersion etcd cannot parse falls back to the same detection.
+        let model = v36_model(Some(b"3.6"));
+        let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+        assert_eq!(db.kv_hash().unwrap().version, None);
+        assert_eq!(db.summary().unwrap().storage_version_source, "meta/term");
+    }
+
+    #[test]
+    fn a_key_value_that_does_not_decode_fails_the_3_6_hash_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for (sv, fails) in [(Some(&b"3.7.0"[..]), true), (None, false)] {
+            let mut model = v36_model(sv);
+            model
+                .get_mut(&b"key"[..])
+                .unwrap()
+                .insert(rev_key(9, 0, false), vec![0x0a, 0x20, b'x']);
+            let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
+            match db.kv_hash() {
+                Err(BoltError::BadRecord { bucket, .. }) if fails => assert_eq!(bucket, "key"),
+                Ok(h) if !fails => assert_eq!(h.live_keys, None),
+                other => panic!("storage version {sv:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn storage_versions_parse_as_go_semver_does() {
+        assert_eq!(parse_semver("3.6.0").as_deref(), Some("3.6.0"));
+        assert_eq!(
+            parse_semver("3.7.0-alpha.0").as_deref(),
+            Some("3.7.0-alpha.0")
+        );
+        assert_eq!(parse_semver("3.7.0+meta").as_deref(), Some("3.7.0+meta"));
+        for bad in [
+            "",
+            "3.6",
+            "3.6.0.1",
+            "v3.6.0",
+            "3..0",
+            "3.6.x",
+            "3.6.0-",
+            "3.6.0-a..b",
+        ] {
+            assert_eq!(parse_semver(bad), None, "{bad:?}");
+        }
+        assert_eq!(semver_minor("3.6.0"), Some((3, 6)));
+        assert_eq!(
+            detect_storage_version(Some("junk"), Some(0)),
+            (None, "none")
+        );
+        assert_eq!(
+            detect_storage_version(None, Some(4)),
+            (Some("3.5.0".into()), "meta/term")
+        );
+    }
+
+    #[test]
+    fn reads_an_etcd_shaped_database() {
+        let model = etcd_model();
+        let bytes = build(&model, 4096, 20, false, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        assert_eq!(db.page_size(), 4096);
+        assert_eq!(db.txid(), 7);
+        assert_eq!(db.meta_page(), 1);
+        assert!(db.damaged_meta().is_none());
+        assert_eq!(db.high_water() * 4096, bytes.len() as u64);
+
+        let s = db.summary().unwrap();
+        assert_eq!(
+            s.buckets,
+            [
+                "alarm",
+                "auth",
+                "cluster",
+                "key",
+                "members",
+                "members_removed",
+                "meta"
+            ]
+        );
+        assert_eq!(s.consistent_index, Some(1234));
+        assert_eq!(s.term, Some(3));
+        assert_eq!(
+            s.conf_state,
+            Some(serde_json::json!({"voters":[10276657743932975437u64],"auto_leave":false}))
+        );
+        assert_eq!(
+            s.members,
+            vec![
+                BackendMember {
+                    id: 0x8e9e05c52164694d,
+                    name: "default".into(),
+                    peer_urls: vec!["http://localhost:2380".into()],
+                    client_urls: vec!["http://localhost:2379".into()],
+                    is_learner: false,
+                },
+                BackendMember {
+                    id: 161,
+                    name: String::new(),
+                    peer_urls: vec!["http://b:2380".into()],
+                    client_urls: vec![],
+                    is_learner: true,
+                },
+            ]
+        );
+        assert_eq!(s.removed_members, vec![0xff]);
+        assert_eq!(s.cluster_version.as_deref(), Some("3.5.0"));
+        // alarm keys sort by their protobuf bytes: member 5 first.
+        assert_eq!(
+            s.alarms,
+            vec![
+                BackendAlarm {
+                    member_id: 5,
+                    alarm: "CORRUPT".into()
+                },
+                BackendAlarm {
+                    member_id: 0x8e9e05c52164694d,
+                    alarm: "NOSPACE".into()
+                },
+            ]
+        );
+        // Nothing unreachable in a freshly built file.
+        assert_eq!(s.size_in_use, Some(s.logical_size));
+        assert_eq!(s.file_size, bytes.len() as u64);
+
+        let h = db.kv_hash().unwrap();
+        let (hash, total) = model_hash(&model);
+        assert_eq!(
+            h,
+            KvHash {
+                hash,
+                revision: 300,
+                total_key: total,
+                total_size: bytes.len() as u64,
+                version: None,
+                entries: total,
+                // A 3.5 file (term, no storageVersion): live keys are not counted.
+                live_keys: None,
+            }
+        );
+
+        let key: Vec<_> = model[&b"key".to_vec()].clone().into_iter().collect();
+        assert_eq!(all_kvs(&db, b"key"), key);
+        assert!(!db.for_each_kv(b"nope", |_, _| {}).unwrap());
+        assert_eq!(
+            db.get(b"key", &rev_key(300, 0, false)).unwrap(),
+            Some(vec![0x5A; 9000])
+        );
+        assert_eq!(
+            db.get(b"key", &rev_key(100, 0, true)).unwrap(),
+            Some(b"value-100".to_vec())
+        );
+        assert_eq!(db.get(b"key", &rev_key(100, 0, false)).unwrap(), None);
+        assert_eq!(
+            db.get(b"cluster", b"clusterVersion").unwrap(),
+            Some(b"3.5.0".to_vec())
+        );
+        assert_eq!(db.get(b"nope", b"x").unwrap(), None);
+        assert_eq!(db.buckets().unwrap().len(), 7);
+    }
+
+    #[test]
+    fn summary_serializes_ids_as_hex() {
+        let bytes = build(&etcd_model(), 4096, 20, false, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let s = Db::open(&write(&dir, &bytes)).unwrap().summary().unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["members"][0]["id"], "8e9e05c52164694d");
+        assert_eq!(v["members"][0]["peer_urls"][0], "http://localhost:2380");
+        assert_eq!(v["removed_members"][0], "00000000000000ff");
+        assert_eq!(v["alarms"][0]["member_id"], "0000000000000005");
+        assert_eq!(v["consistent_index"], 1234);
+        let h = serde_json::to_value(Db::open(&write(&dir, &bytes)).unwrap().kv_hash().unwrap())
+            .unwrap();
+        assert!(h.get("total_key").is_some() && h.get("total_size").is_some());
+    }
+
+    #[test]
+    fn a_plain_root_key_fails_the_hash_like_etcdutl() {
+        let mut b = Builder::new(4096);
+        let inline = inline_bucket(&[(false, b"k", b"v")]);
+        let root = b.leaf(&[(true, b"a", &inline), (false, b"plain", b"x")]);
+        let bytes = b.finish(root, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        let e = db.kv_hash().unwrap_err();
+        assert!(
+            matches!(e, BoltError::NotABucket { ref key, .. } if key == b"plain"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("\"plain\""), "{e}");
+        assert_eq!(db.summary().unwrap().buckets, ["a"]);
+    }
+
+    #[test]
+    fn nested_buckets_hash_like_foreach_and_count_their_pages() {
+        let mut b = Builder::new(4096);
+        let deep = b.leaf(&[(false, b"x", b"y")]);
+        let deep_v = bucket_value(deep);
+        let inner = inline_bucket(&[(false, b"i", b"j")]);
+        let outer = b.leaf(&[
+            (false, b"a", b"1"),
+            (true, b"n", &deep_v),
+            (true, b"o", &inner),
+        ]);
+        let outer_v = bucket_value(outer);
+        let root = b.leaf(&[(true, b"top", &outer_v)]);
+        let bytes = b.finish(root, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        let h = db.kv_hash().unwrap();
+        // ForEach sees nested buckets with a nil value and does not descend.
+        let mut want = crc32c::crc32c_append(0, b"top");
+        for part in [&b"a"[..], b"1", b"n", b"o"] {
+            want = crc32c::crc32c_append(want, part);
+        }
+        assert_eq!((h.hash, h.total_key), (want, 3));
+        let s = db.summary().unwrap();
+        assert_eq!(s.size_in_use, Some(s.logical_size));
+        let kvs = all_kvs(&db, b"top");
+        assert_eq!(kvs[1], (b"n".to_vec(), vec![]));
+    }
+
+    #[test]
+    fn bad_records_are_reported_with_their_bucket_and_key() {
+        let mut model = Model::new();
+        model.insert(
+            b"meta".to_vec(),
+            [(b"consistent_index".to_vec(), vec![1, 2, 3])]
+                .into_iter()
+                .collect(),
+        );
+        let bytes = build(&model, 4096, 20, false, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let e = Db::open(&write(&dir, &bytes))
+            .unwrap()
+            .summary()
+            .unwrap_err();
+        match e {
+            BoltError::BadRecord {
+                bucket,
+                key,
+                problem:
+                    RecordProblem::Length {
+                        expected: 8,
+                        found: 3,
+                    },
+                ..
+            } => assert_eq!(
+                (bucket.as_str(), key.as_slice()),
+                ("meta", &b"consistent_index"[..])
+            ),
+            other => panic!("{other}"),
+        }
+
+        let mut model = Model::new();
+        model.insert(
+            b"members".to_vec(),
+            [(b"1".to_vec(), b"{not json".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        let bytes = build(&model, 4096, 20, false, 0);
+        let e = Db::open(&write(&dir, &bytes))
+            .unwrap()
+            .summary()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BoltError::BadRecord {
+                    problem: RecordProblem::Json(_),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+
+        let mut model = Model::new();
+        model.insert(
+            b"key".to_vec(),
+            [(b"short".to_vec(), b"v".to_vec())].into_iter().collect(),
+        );
+        let bytes = build(&model, 4096, 20, false, 0);
+        let e = Db::open(&write(&dir, &bytes))
+            .unwrap()
+            .kv_hash()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BoltError::BadRecord {
+                    problem: RecordProblem::Length {
+                        expected: 17,
+                        found: 5
+                    },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn real_etcd_db_matches_etcdutl_snapshot_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &fixture())).unwrap();
+        let h = db.kv_hash().unwrap();
+        assert_eq!(
+            (
+                h.hash,
+                h.revision,
+                h.total_key,
+                h.total_size,
+                h.version.clone()
+            ),
+            (1585619019, 29, 35, 65536, None)
+        );
+        assert_eq!(h.entries, 35);
+        assert_eq!(h.live_keys, None, "a 3.5 file: {h:?}");
+        assert_eq!((db.txid(), db.meta_page(), db.high_water()), (14, 0, 16));
+        let s = db.summary().unwrap();
+        assert_eq!(
+            s.buckets,
+            [
+                "alarm",
+                "auth",
+                "authRoles",
+                "authUsers",
+                "cluster",
+                "key",
+                "lease",
+                "members",
+                "members_removed",
+                "meta"
+            ]
+        );
+        assert_eq!((s.consistent_index, s.term), (Some(35), Some(2)));
+        assert_eq!(
+            s.conf_state,
+            Some(serde_json::json!({"auto_leave": false, "voters": [0x4a37412995744e25u64]}))
+        );
+        assert_eq!(s.members.len(), 1);
+        assert_eq!(s.members[0].id, 0x4a37412995744e25);
+        assert_eq!(s.members[0].name, "fixture");
+        assert_eq!(
+            s.alarms,
+            vec![BackendAlarm {
+                member_id: 0x4a37412995744e25,
+                alarm: "NOSPACE".into()
+            }]
+        );
+        assert_eq!(s.cluster_version.as_deref(), Some("3.5.0"));
+        // 2 metas + 10 tree pages, the number etcd computes when it opens the file.
+        assert_eq!((s.logical_size, s.size_in_use), (65536, Some(12 * 4096)));
+        let mut keys = 0;
+        let mut last = Vec::new();
+        db.for_each_kv(b"key", |k, _| {
+            keys += 1;
+            last = k.to_vec();
+        })
+        .unwrap();
+        assert_eq!(main_revision(&last), Some(29));
+        assert_eq!(keys, 28); // revisions 2..=29: one per put and delete
+    }
+}

@@ -163,3 +163,111 @@ pub(super) fn choose(reader: &PosReader, path: &Path) -> Result<Chosen, BoltErro
         page_size,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn falls_back_to_the_other_meta() {
+        let bytes = build(&etcd_model(), 4096, 20, false, 0);
+        let dir = tempfile::tempdir().unwrap();
+
+        // meta1 holds txid 7; break it and meta0 (txid 6) is used.
+        let mut b = bytes.clone();
+        corrupt_meta(&mut b, 1, 4096);
+        let db = Db::open(&write(&dir, &b)).unwrap();
+        assert_eq!((db.txid(), db.meta_page()), (6, 0));
+        assert!(matches!(
+            db.damaged_meta(),
+            Some((1, MetaProblem::Checksum { offset: 4096, .. }))
+        ));
+
+        // Break meta0: page size comes from meta1 at 4096.
+        let mut b = bytes.clone();
+        b[..PAGE_HEADER + META_SIZE].fill(0);
+        let db = Db::open(&write(&dir, &b)).unwrap();
+        assert_eq!((db.txid(), db.meta_page(), db.page_size()), (7, 1, 4096));
+        assert!(matches!(
+            db.damaged_meta(),
+            Some((0, MetaProblem::Magic { found: 0, .. }))
+        ));
+        assert!(db.kv_hash().is_ok());
+    }
+
+    #[test]
+    fn meta1_is_found_at_another_page_size_when_meta0_is_broken() {
+        let bytes = build(&etcd_model(), 16384, 20, false, 0);
+        let mut b = bytes.clone();
+        b[PAGE_HEADER] ^= 1; // magic
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &b)).unwrap();
+        assert_eq!((db.page_size(), db.meta_page()), (16384, 1));
+        assert_eq!(db.kv_hash().unwrap().hash, model_hash(&etcd_model()).0);
+    }
+
+    #[test]
+    fn both_metas_broken_is_no_valid_meta() {
+        let mut b = build(&etcd_model(), 4096, 20, false, 0);
+        corrupt_meta(&mut b, 0, 4096);
+        b[4096 + PAGE_HEADER + 4] = 3; // version
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(&dir, &b);
+        match Db::open(&p) {
+            Err(BoltError::NoValidMeta { path, meta0, meta1 }) => {
+                assert_eq!(path, p);
+                assert!(matches!(meta0, MetaProblem::Checksum { offset: 0, .. }));
+                assert!(matches!(meta1, MetaProblem::Version { found: 3, .. }));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn zero_checksum_is_refused() {
+        let mut b = build(&etcd_model(), 4096, 20, false, 0);
+        for slot in 0..2 {
+            let at = slot * 4096 + PAGE_HEADER + META_CHECKSUMMED;
+            b[at..at + 8].fill(0);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Db::open(&write(&dir, &b)),
+            Err(BoltError::NoValidMeta { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for bytes in [
+            vec![],
+            vec![0u8; 10],
+            vec![0u8; 8192],
+            b"not a database at all".repeat(1000),
+        ] {
+            let e = Db::open(&write(&dir, &bytes)).unwrap_err();
+            assert!(matches!(e, BoltError::NoValidMeta { .. }), "{e}");
+            assert!(e.to_string().contains("no valid bbolt meta page"), "{e}");
+        }
+        let e = Db::open(&dir.path().join("missing")).unwrap_err();
+        assert!(matches!(e, BoltError::Io(ref io) if io.op == "open"), "{e}");
+    }
+
+    #[test]
+    fn real_etcd_db_with_broken_metas() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = fixture();
+        corrupt_meta(&mut b, 0, 4096);
+        let db = Db::open(&write(&dir, &b)).unwrap();
+        assert_eq!((db.txid(), db.meta_page()), (13, 1));
+        assert_eq!(db.kv_hash().unwrap().hash, 1585619019);
+        corrupt_meta(&mut b, 1, 4096);
+        assert!(matches!(
+            Db::open(&write(&dir, &b)),
+            Err(BoltError::NoValidMeta { .. })
+        ));
+    }
+}

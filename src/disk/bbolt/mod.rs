@@ -422,4 +422,118 @@ impl Db {
 }
 
 #[cfg(test)]
-mod tests;
+mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::*;
+    use super::*;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// Prints what the reader makes of real files, for comparison with
+    /// `etcdutl snapshot status -w json` and `etcdctl endpoint status -w json`.
+    #[test]
+    #[ignore = "set BBOLT_DB to a colon-separated list of bbolt files"]
+    fn real_db_from_env() {
+        let paths = std::env::var("BBOLT_DB").unwrap_or_default();
+        for p in paths.split(':').filter(|p| !p.is_empty()) {
+            let db = Db::open(Path::new(p)).unwrap();
+            let t = std::time::Instant::now();
+            let h = db.kv_hash().unwrap();
+            let hash_time = t.elapsed();
+            let t = std::time::Instant::now();
+            let s = db.summary().unwrap();
+            let summary_time = t.elapsed();
+            println!("{p}: hash in {hash_time:?}, summary in {summary_time:?}");
+            println!("{}", serde_json::to_string(&h).unwrap());
+            println!("{}", serde_json::to_string(&s).unwrap());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..20_000)) {
+            exercise(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_bytes_behind_valid_metas_never_panic(
+            body in proptest::collection::vec(any::<u8>(), 0..6 * 1024),
+            root in 0u64..6,
+            hw in 0u64..8,
+        ) {
+            let mut b = Builder::new(1024);
+            b.data.extend(&body);
+            b.data.resize(b.data.len().div_ceil(1024) * 1024, 0);
+            b.meta(0, root, hw, 1);
+            b.meta(1, root, hw, 2);
+            exercise(&b.data);
+        }
+
+        #[test]
+        fn random_models_round_trip(
+            model in small_model(),
+            per_leaf in 1usize..6,
+            reverse: bool,
+            gap in 0usize..3,
+        ) {
+            let bytes = build(&model, 1024, per_leaf, reverse, gap);
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(&write(&dir, &bytes)).unwrap();
+            let h = db.kv_hash().unwrap();
+            prop_assert_eq!((h.hash, h.total_key), model_hash(&model));
+            for (name, entries) in &model {
+                let mut got = Vec::new();
+                prop_assert!(db.for_each_kv(name, |k, v| got.push((k.to_vec(), v.to_vec()))).unwrap());
+                prop_assert_eq!(&got, &entries.clone().into_iter().collect::<Vec<_>>());
+                for (k, v) in entries {
+                    let got = db.get(name, k).unwrap();
+                    prop_assert_eq!(got.as_ref(), Some(v));
+                }
+            }
+            prop_assert_eq!(db.summary().unwrap().buckets.len(), model.len());
+        }
+
+        #[test]
+        fn mutated_databases_never_panic(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+            per_leaf in 1usize..8,
+        ) {
+            let mut bytes = build(&etcd_model(), 1024, per_leaf, true, 1);
+            for (at, v) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = v;
+            }
+            exercise(&bytes);
+        }
+
+        #[test]
+        fn mutated_real_databases_never_panic(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+        ) {
+            let mut bytes = fixture();
+            for (at, v) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = v;
+            }
+            exercise(&bytes);
+        }
+
+        #[test]
+        fn mutated_page_structures_never_panic(
+            flips in proptest::collection::vec((0usize..64, any::<u8>()), 1..8),
+            page in 2usize..40,
+        ) {
+            // Target page headers and element tables, where mutations matter most.
+            let mut bytes = build(&etcd_model(), 1024, 3, false, 0);
+            let base = (page * 1024).min(bytes.len() - 64);
+            for (off, v) in flips {
+                bytes[base + off] = v;
+            }
+            exercise(&bytes);
+        }
+    }
+}

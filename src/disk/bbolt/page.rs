@@ -410,3 +410,173 @@ pub(super) fn branch_elements<'a>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn other_page_sizes() {
+        let model = etcd_model();
+        for ps in [1024usize, 8192, 65536] {
+            let bytes = build(&model, ps, 30, false, 1);
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(&write(&dir, &bytes)).unwrap();
+            assert_eq!(db.page_size() as usize, ps);
+            assert_eq!(db.kv_hash().unwrap().hash, model_hash(&model).0);
+        }
+    }
+
+    #[test]
+    fn snapshot_trailer_is_ignored() {
+        let model = etcd_model();
+        let mut bytes = build(&model, 4096, 20, false, 0);
+        let logical = bytes.len() as u64;
+        bytes.extend([0x11; 32]);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        let s = db.summary().unwrap();
+        assert_eq!((s.file_size, s.logical_size), (logical + 32, logical));
+        assert_eq!(db.kv_hash().unwrap().total_size, logical);
+    }
+
+    #[test]
+    fn out_of_bounds_pages_are_reported() {
+        for target in [0u64, 1, 99, u64::MAX] {
+            let bytes = custom(|b| b.branch(&[(b"a", target)]));
+            let (s, _) = walk_errors(&bytes);
+            assert!(
+                matches!(s, BoltError::PageOutOfBounds { pgid, .. } if pgid == target),
+                "{s}"
+            );
+        }
+        // An overflow count that runs past the high-water mark.
+        let mut bytes = custom(|b| b.leaf(&[(false, b"k", b"v")]));
+        put_u32(&mut bytes[2 * 4096..], 12, 5);
+        let (s, _) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::PageOutOfBounds {
+                    pgid: 2,
+                    overflow: 5,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+        // An absurd overflow count is refused before anything is allocated.
+        put_u32(&mut bytes[2 * 4096..], 12, u32::MAX);
+        let (s, _) = walk_errors(&bytes);
+        assert!(matches!(s, BoltError::PageTooLarge { pgid: 2, .. }), "{s}");
+    }
+
+    #[test]
+    fn the_file_shorter_than_the_high_water_mark() {
+        let bytes = build(&etcd_model(), 4096, 20, false, 0);
+        let cut = &bytes[..bytes.len() - 4096];
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, cut)).unwrap();
+        assert_eq!(db.logical_size(), bytes.len() as u64);
+        // The root leaf is the last page: gone.
+        let e = db.summary().unwrap_err();
+        assert!(matches!(e, BoltError::PageOutOfBounds { .. }), "{e}");
+    }
+
+    #[test]
+    fn bad_pages_and_elements_are_reported() {
+        // Wrong id in the header.
+        let mut bytes = custom(|b| b.leaf(&[(false, b"k", b"v")]));
+        put_u64(&mut bytes[2 * 4096..], 0, 77);
+        let (s, _) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::PageIdMismatch {
+                    pgid: 2,
+                    found: 77,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+
+        // Neither branch nor leaf.
+        let mut bytes = custom(|b| b.leaf(&[(false, b"k", b"v")]));
+        bytes[2 * 4096 + 8] = 0x10;
+        let (s, _) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::PageType {
+                    pgid: 2,
+                    flags: 0x10,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+
+        // A value running off the page.
+        let mut bytes = custom(|b| b.leaf(&[(false, b"k", b"v")]));
+        put_u32(&mut bytes[2 * 4096..], PAGE_HEADER + 12, 5000);
+        let (s, h) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::ElementOutOfBounds {
+                    pgid: 2,
+                    index: 0,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+        assert!(matches!(h, BoltError::ElementOutOfBounds { .. }), "{h}");
+
+        // More elements than fit.
+        let mut bytes = custom(|b| b.leaf(&[(false, b"k", b"v")]));
+        bytes[2 * 4096 + 10..2 * 4096 + 12].copy_from_slice(&u16::MAX.to_le_bytes());
+        let (s, _) = walk_errors(&bytes);
+        assert!(
+            matches!(s, BoltError::ElementOutOfBounds { index: 65535, .. }),
+            "{s}"
+        );
+
+        // A bucket value too short for its header.
+        let mut b = Builder::new(4096);
+        let root = b.leaf(&[(true, b"b", b"short")]);
+        let bytes = b.finish(root, 3);
+        let (s, h) = walk_errors(&bytes);
+        assert!(matches!(s, BoltError::BadBucketValue { len: 5, .. }), "{s}");
+        assert!(matches!(h, BoltError::BadBucketValue { .. }), "{h}");
+    }
+
+    #[test]
+    fn batched_reads_match_single_reads() {
+        // 200 one-entry leaves, some with overflow, in reverse page order with
+        // gaps: exercises coalescing, gaps, chunking and overflow tails.
+        let mut entries = Bucket::new();
+        for i in 0..200u64 {
+            let size = if i % 37 == 0 { 10_000 } else { 10 };
+            entries.insert(rev_key(i + 1, 0, false), vec![i as u8; size]);
+        }
+        let mut model = Model::new();
+        model.insert(b"key".to_vec(), entries.clone());
+        for gap in [0, 1, 5] {
+            for reverse in [false, true] {
+                let bytes = build(&model, 4096, 1, reverse, gap);
+                let dir = tempfile::tempdir().unwrap();
+                let db = Db::open(&write(&dir, &bytes)).unwrap();
+                let kvs = all_kvs(&db, b"key");
+                assert_eq!(kvs, entries.clone().into_iter().collect::<Vec<_>>());
+                assert_eq!(db.kv_hash().unwrap().hash, model_hash(&model).0);
+                for (k, v) in entries.iter().step_by(13) {
+                    assert_eq!(db.get(b"key", k).unwrap().as_ref(), Some(v));
+                }
+            }
+        }
+    }
+}

@@ -347,3 +347,122 @@ impl Db {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn scattered_layout_and_free_pages() {
+        let model = etcd_model();
+        let bytes = build(&model, 4096, 7, true, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        let (hash, total) = model_hash(&model);
+        let h = db.kv_hash().unwrap();
+        assert_eq!((h.hash, h.total_key, h.revision), (hash, total, 300));
+        let s = db.summary().unwrap();
+        // Two junk pages follow every leaf of a bucket that is not inline.
+        let leaves: u64 = model
+            .values()
+            .filter(|b| b.len() > 2)
+            .map(|b| b.len().div_ceil(7) as u64)
+            .sum();
+        assert_eq!(s.logical_size - s.size_in_use.unwrap(), leaves * 2 * 4096);
+        let key: Vec<_> = model[&b"key".to_vec()].clone().into_iter().collect();
+        assert_eq!(all_kvs(&db, b"key"), key);
+    }
+
+    #[test]
+    fn a_shared_page_is_reported() {
+        let bytes = custom(|b| {
+            let leaf = b.leaf(&[(false, b"k", b"v")]);
+            b.branch(&[(b"a", leaf), (b"k", leaf)])
+        });
+        let (s, h) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::PageReused {
+                    pgid: 2,
+                    offset: 8192,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+        assert!(matches!(h, BoltError::PageReused { pgid: 2, .. }), "{h}");
+    }
+
+    #[test]
+    fn a_cycle_is_reported() {
+        // A branch whose child is itself: page 2 points to page 2.
+        let bytes = custom(|b| b.branch(&[(b"a", 2)]));
+        let (s, h) = walk_errors(&bytes);
+        assert!(matches!(s, BoltError::PageReused { pgid: 2, .. }), "{s}");
+        assert!(matches!(h, BoltError::PageReused { pgid: 2, .. }), "{h}");
+        // Seeking has no visited set; the depth bound stops it.
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        assert!(matches!(db.get(b"b", b"a"), Err(BoltError::TooDeep { .. })));
+    }
+
+    #[test]
+    fn a_bucket_cycle_is_reported() {
+        // A nested bucket whose root is the leaf holding it (page 2), and one
+        // whose root is the root leaf of the whole tree (page 3): the page walk
+        // stops at the page seen twice instead of going round. The hash, like
+        // bbolt's ForEach, does not descend into nested buckets, so it ends too.
+        for target in [2u64, 3] {
+            let bytes = custom(|b| b.leaf(&[(true, b"n", &bucket_value(target))]));
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(&write(&dir, &bytes)).unwrap();
+            let s = db.summary().unwrap_err();
+            assert!(
+                matches!(s, BoltError::PageReused { pgid, .. } if pgid == target),
+                "{s}"
+            );
+            assert_eq!(db.kv_hash().unwrap().total_key, 1);
+        }
+    }
+
+    #[test]
+    fn a_deep_chain_is_refused_before_the_stack_suffers() {
+        let bytes = custom(|b| {
+            let mut child = b.leaf(&[(false, b"k", b"v")]);
+            for _ in 0..MAX_DEPTH + 5 {
+                child = b.branch(&[(b"k", child)]);
+            }
+            child
+        });
+        let (s, h) = walk_errors(&bytes);
+        assert!(
+            matches!(
+                s,
+                BoltError::TooDeep {
+                    depth: MAX_DEPTH,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+        assert!(matches!(h, BoltError::TooDeep { .. }), "{h}");
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        assert!(matches!(db.get(b"b", b"k"), Err(BoltError::TooDeep { .. })));
+
+        // Just inside the limit still reads.
+        let bytes = custom(|b| {
+            let mut child = b.leaf(&[(false, b"k", b"v")]);
+            for _ in 0..MAX_DEPTH - 2 {
+                child = b.branch(&[(b"k", child)]);
+            }
+            child
+        });
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        assert_eq!(db.get(b"b", b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(db.kv_hash().unwrap().total_key, 1);
+    }
+}
