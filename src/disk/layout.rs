@@ -15,9 +15,10 @@ use serde::Serialize;
 
 use super::bbolt::{detect_storage_version, semver_minor, Backend, Db, KvHash};
 use super::lock::{held_locks, HeldLock, Probe};
+use super::raftpb::{ConfChangeKind, HardState};
 use super::snap::{list_snaps, read_snap, SnapFile};
 use super::v2req::V2Replay;
-use super::wal::{self, ConfChangeKind, HardState, Wal, WalError};
+use super::wal::{self, Wal, WalError};
 use crate::disk::ids::serde_hex;
 
 /// What the directory looks like, as the inspector classified it.

@@ -8,10 +8,12 @@
 //! debris) is decided by [`layout`] and, above it, the verdict.
 
 pub mod bbolt;
+pub(crate) mod dir;
 pub mod ids;
 pub mod layout;
 pub mod lock;
 pub mod pb;
+pub mod raftpb;
 pub mod reader;
 pub mod snap;
 pub mod upgrade;

@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
 use crate::disk::pb::{self, PbError, Value};
+use crate::disk::raftpb::{self, DecodeError};
 use crate::disk::reader::{Block, IoError, PosReader};
-use crate::disk::wal::{self, CorruptKind};
 
 /// Larger `.snap` files are refused before anything is allocated.
 pub const MAX_SNAP_BYTES: u64 = 1024 * 1024 * 1024;
@@ -146,7 +147,7 @@ pub enum SnapError {
         path: PathBuf,
         /// What is wrong.
         #[source]
-        kind: CorruptKind,
+        kind: DecodeError,
     },
     /// The data's CRC-32C differs from the stored one (etcd's `ErrCRCMismatch`).
     #[error(
@@ -206,7 +207,7 @@ pub fn snap_file_name(term: u64, index: u64) -> String {
 /// Parses a snapshot file name into (term, index); only the exact form etcd
 /// writes is accepted.
 pub fn parse_snap_name(name: &str) -> Option<(u64, u64)> {
-    wal::parse_hex_pair(name.strip_suffix(".snap")?)
+    parse_hex_pair(name.strip_suffix(".snap")?)
 }
 
 /// Lists the `*.snap` files of `snap_dir`, sorted by (term, index). The backend
@@ -214,11 +215,11 @@ pub fn parse_snap_name(name: &str) -> Option<(u64, u64)> {
 /// `*.broken` files are ignored.
 pub fn list_snaps(snap_dir: &Path) -> Result<Vec<SnapName>, SnapError> {
     let mut out = Vec::new();
-    for (name, path) in wal::read_dir_names(snap_dir)? {
+    for (name, path) in read_dir_names(snap_dir)? {
         if !name.ends_with(".snap") || name.starts_with("tmp") || name.starts_with("db.tmp") {
             continue;
         }
-        let meta = wal::lstat(&path)?;
+        let meta = lstat(&path)?;
         if meta.file_type().is_symlink() {
             return Err(SnapError::Symlink { path });
         }
@@ -300,7 +301,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
     for f in pb::fields(meta) {
         match f.map_err(undecodable(META))? {
             (1, v) => {
-                (voters, learners) = wal::decode_conf_state(bytes_of(path, v, META, 1)?)
+                (voters, learners) = raftpb::decode_conf_state(bytes_of(path, v, META, 1)?)
                     .map_err(|kind| SnapError::ConfState { path: p(), kind })?;
             }
             (2, v) => index = varint_of(path, v, META, 2)?,
@@ -545,7 +546,7 @@ mod tests {
             ["/2"]
         );
     }
-    use crate::disk::wal::tests::{conf_state, put_bytes, put_u64};
+    use crate::disk::raftpb::tests::{conf_state, put_bytes, put_u64};
     use proptest::prelude::*;
 
     /// A v2 store like etcd 3.5 writes: one voter, one learner, one removed

@@ -24,38 +24,26 @@
 //! Segments are read with large `pread` windows and entry payloads are never kept,
 //! so reading a gigabyte of log costs about what `cat` does plus the CRC.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::disk::pb::{self, PbError, Value};
+use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::pb::PbError;
+use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState};
 use crate::disk::reader::{IoError, PosReader};
 use crate::disk::v2req::V2Log;
 
-/// Records this long or longer are refused (etcd 3.4/3.5 `maxWALEntrySizeLimit`,
-/// compared with the record length plus padding).
-pub const MAX_RECORD_BYTES: u64 = 10 * 1024 * 1024;
-/// Width of the little-endian length word that opens each frame.
-const LEN_WORD_BYTES: u64 = 8;
-/// The torn-write granularity etcd assumes (`minSectorSize`).
-const SECTOR_BYTES: u64 = 512;
-/// Bytes read per `pread` while scanning a segment.
-const WINDOW_BYTES: usize = 256 * 1024;
-/// Mask of the record length in a length word (the low 56 bits).
-const LEN_MASK: u64 = (1 << 56) - 1;
+mod frame;
+mod record;
+mod segment;
 
-/// `walpb.Record.type` values.
-const METADATA_TYPE: i64 = 1;
-const ENTRY_TYPE: i64 = 2;
-const STATE_TYPE: i64 = 3;
-const CRC_TYPE: i64 = 4;
-const SNAPSHOT_TYPE: i64 = 5;
-/// `raftpb.EntryType` of a (v1) `ConfChange` entry.
-const ENTRY_CONF_CHANGE: u64 = 1;
-/// `raftpb.EntryType` of a normal entry (also what an absent `Type` means).
-const ENTRY_NORMAL: u64 = 0;
+pub use frame::MAX_RECORD_BYTES;
+pub use record::WalSnapshotRef;
+
+use frame::{Scanner, Step};
+use record::{Fail, State};
+use segment::{scan_segment, Independent, SegEnd};
 
 /// One `*.wal` file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,101 +58,6 @@ pub struct WalSegment {
     pub first_index: u64,
     /// File size (preallocated segments are 64,000,000 bytes).
     pub size: u64,
-}
-
-/// The raft HardState last written to the log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct HardState {
-    /// Current term.
-    pub term: u64,
-    /// Member voted for in this term (0 = none).
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub vote: u64,
-    /// Highest index known committed.
-    pub commit: u64,
-}
-
-/// A snapshot record (`walpb.Snapshot`): the log says a `.snap` at this index and
-/// term exists, or is about to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct WalSnapshotRef {
-    /// Raft index of the snapshot.
-    pub index: u64,
-    /// Raft term of the snapshot.
-    pub term: u64,
-    /// Voters from its conf state (empty when absent).
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub voters: Vec<u64>,
-    /// Learners from its conf state (empty when absent).
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub learners: Vec<u64>,
-    /// Whether the record carried a conf state at all (written since 3.5; never
-    /// in the initial `{0, 0}` record).
-    pub has_conf_state: bool,
-}
-
-/// `raftpb.ConfChangeType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfChangeKind {
-    /// 0: add a voter (also a learner's promotion, with `isPromote` in the context).
-    AddNode,
-    /// 1: remove a member.
-    RemoveNode,
-    /// 2: update a member's peer URLs.
-    UpdateNode,
-    /// 3: add a learner.
-    AddLearnerNode,
-    /// Any other value.
-    Other(u64),
-}
-
-impl ConfChangeKind {
-    fn from_raw(v: u64) -> Self {
-        match v {
-            0 => ConfChangeKind::AddNode,
-            1 => ConfChangeKind::RemoveNode,
-            2 => ConfChangeKind::UpdateNode,
-            3 => ConfChangeKind::AddLearnerNode,
-            other => ConfChangeKind::Other(other),
-        }
-    }
-}
-
-/// The member described by a ConfChange's context (etcd's `membership.Member`
-/// JSON, or `ConfigChangeContext` which adds `isPromote`). Missing fields are
-/// defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct MemberAttrs {
-    /// Member ID.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
-    /// Member name (empty until the member published its attributes).
-    pub name: String,
-    /// Peer URLs.
-    pub peer_urls: Vec<String>,
-    /// Client URLs.
-    pub client_urls: Vec<String>,
-    /// Added as a learner.
-    pub is_learner: bool,
-    /// The change promotes a learner (3.5 `ConfigChangeContext`).
-    pub is_promote: bool,
-}
-
-/// A membership change entry (`EntryConfChange`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfChangeRec {
-    /// Raft index of the entry.
-    pub index: u64,
-    /// Raft term of the entry.
-    pub term: u64,
-    /// What the change does.
-    pub kind: ConfChangeKind,
-    /// The member it concerns.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub node_id: u64,
-    /// The member JSON from the context; `None` when absent or not decodable.
-    pub member: Option<MemberAttrs>,
 }
 
 /// Why the end of the last segment counts as a torn write.
@@ -366,6 +259,17 @@ pub enum WalError {
     },
 }
 
+impl From<DecodeError> for CorruptKind {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Undecodable { what, source } => CorruptKind::Undecodable { what, source },
+            DecodeError::WrongWireType { what, field } => {
+                CorruptKind::WrongWireType { what, field }
+            }
+        }
+    }
+}
+
 impl WalError {
     /// True when the cause is a permission problem: the directory is unreadable,
     /// not corrupt.
@@ -396,52 +300,6 @@ pub fn segment_name(seq: u64, index: u64) -> String {
 /// etcd writes (16 lowercase hex digits each) is accepted.
 pub fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
     parse_hex_pair(name.strip_suffix(".wal")?)
-}
-
-/// Parses `%016x-%016x` (shared with `.snap` names).
-pub(crate) fn parse_hex_pair(s: &str) -> Option<(u64, u64)> {
-    let (a, b) = s.split_once('-')?;
-    Some((parse_hex16(a)?, parse_hex16(b)?))
-}
-
-fn parse_hex16(s: &str) -> Option<u64> {
-    let ok = s.len() == 16
-        && s.bytes()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-    if ok {
-        u64::from_str_radix(s, 16).ok()
-    } else {
-        None
-    }
-}
-
-/// Reads a directory's entries as (name, path), skipping names that are not UTF-8
-/// (etcd never writes such names; the caller reports debris).
-pub(crate) fn read_dir_names(dir: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
-    let err = |source| IoError {
-        op: "readdir",
-        path: dir.to_path_buf(),
-        offset: None,
-        source,
-    };
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(err)? {
-        let entry = entry.map_err(err)?;
-        if let Ok(name) = entry.file_name().into_string() {
-            out.push((name, entry.path()));
-        }
-    }
-    Ok(out)
-}
-
-/// `lstat` of a directory entry.
-pub(crate) fn lstat(path: &Path) -> Result<fs::Metadata, IoError> {
-    fs::symlink_metadata(path).map_err(|source| IoError {
-        op: "lstat",
-        path: path.to_path_buf(),
-        offset: None,
-        source,
-    })
 }
 
 /// Lists the `*.wal` files of `wal_dir`, sorted by sequence number, and checks
@@ -517,46 +375,6 @@ pub fn wal_identity(wal_dir: &Path) -> Option<(u64, u64)> {
 /// module documentation for what is a torn tail and what is corruption.
 pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
     read_wal_with(wal_dir, 0)
-}
-
-/// How a segment's scan ended.
-struct SegEnd {
-    /// The frame that stopped it, and why; `None` at the end of the records.
-    failure: Option<(u64, Fail)>,
-    /// Where the scanner stood.
-    pos: u64,
-}
-
-/// Scans one segment into `st`, record by record, stopping at the first frame
-/// that fails.
-fn scan_segment(seg: &WalSegment, st: &mut State, buf: &mut Vec<u8>) -> Result<SegEnd, IoError> {
-    let file = PosReader::open(&seg.path)?;
-    let mut scan = Scanner::new(&file, buf);
-    loop {
-        let offset = scan.pos;
-        let step = match scan.next_frame()? {
-            Step::End => None,
-            Step::Torn(reason) => Some(Fail::Torn(reason)),
-            Step::Corrupt(kind) => Some(Fail::Corrupt(kind)),
-            Step::Frame { record, padded } => match st.apply(record, padded, offset) {
-                Ok(()) => continue,
-                Err(fail) => Some(fail),
-            },
-        };
-        return Ok(SegEnd {
-            failure: step.map(|f| (offset, f)),
-            pos: scan.pos,
-        });
-    }
-}
-
-/// A segment scanned on its own, ahead of the merge: its state as if the log
-/// began with it. Valid as a stand-in for the sequential scan only when the
-/// segment opens with a crc record (as every segment etcd cuts does), which
-/// carries the running checksum the rest of the segment chains from.
-struct Independent {
-    st: State,
-    end: SegEnd,
 }
 
 /// Reads the WAL with up to `threads` threads (0: one per core, as the
@@ -682,167 +500,6 @@ pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
     })
 }
 
-/// Why a frame stopped the scan.
-enum Fail {
-    /// Torn-write signature (a torn tail in the last segment, corruption before).
-    Torn(TornReason),
-    /// Corruption wherever it is.
-    Corrupt(CorruptKind),
-}
-
-/// One step of a segment scan.
-enum Step<'a> {
-    /// End of the records of this file (end of file or a zero length word).
-    End,
-    /// The file ends inside a frame.
-    Torn(TornReason),
-    /// A length word no etcd accepts.
-    Corrupt(CorruptKind),
-    /// A whole frame: the record bytes, and the record plus its padding.
-    Frame { record: &'a [u8], padded: &'a [u8] },
-}
-
-/// A streaming frame reader over one segment, reading in large windows.
-struct Scanner<'a> {
-    file: &'a PosReader,
-    buf: &'a mut Vec<u8>,
-    /// File offset of `buf[0]`.
-    buf_off: u64,
-    /// Valid bytes in `buf`.
-    buf_len: usize,
-    /// Offset of the next frame: the end of the last frame returned.
-    pos: u64,
-}
-
-impl<'a> Scanner<'a> {
-    fn new(file: &'a PosReader, buf: &'a mut Vec<u8>) -> Self {
-        Scanner {
-            file,
-            buf,
-            buf_off: 0,
-            buf_len: 0,
-            pos: 0,
-        }
-    }
-
-    /// Makes `[off, off + n)` available in the buffer (the caller checked that
-    /// it lies inside the file and that `n` is bounded) and returns it.
-    fn window(&mut self, off: u64, n: usize) -> Result<&[u8], IoError> {
-        let buf_end = self.buf_off + self.buf_len as u64;
-        let have = off >= self.buf_off && off + n as u64 <= buf_end;
-        if !have {
-            // The part of [off, off + n) already in the buffer (a frame straddling
-            // the window's end) moves to the front instead of being read again:
-            // with records near the window size every byte was read twice.
-            let keep = if off >= self.buf_off && off < buf_end {
-                let from = (off - self.buf_off) as usize;
-                self.buf.copy_within(from..self.buf_len, 0);
-                self.buf_len - from
-            } else {
-                0
-            };
-            let rest = self.file.len().saturating_sub(off);
-            let want = usize::try_from(rest)
-                .unwrap_or(usize::MAX)
-                .min(WINDOW_BYTES.max(n));
-            if self.buf.len() < want {
-                self.buf.resize(want, 0);
-            }
-            let got = if want > keep {
-                self.file
-                    .read_at(off + keep as u64, &mut self.buf[keep..want])?
-            } else {
-                0
-            };
-            self.buf_off = off;
-            self.buf_len = keep + got;
-            if self.buf_len < n {
-                return Err(IoError {
-                    op: "pread",
-                    path: self.file.path().to_path_buf(),
-                    offset: Some(off + self.buf_len as u64),
-                    source: io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being read",
-                    ),
-                });
-            }
-        }
-        let start = (off - self.buf_off) as usize;
-        Ok(&self.buf[start..start + n])
-    }
-
-    fn next_frame(&mut self) -> Result<Step<'_>, IoError> {
-        let file_len = self.file.len();
-        let off = self.pos;
-        let left = file_len.saturating_sub(off);
-        if left == 0 {
-            return Ok(Step::End);
-        }
-        if left < LEN_WORD_BYTES {
-            return Ok(Step::Torn(TornReason::PartialLengthWord { have: left }));
-        }
-        let word = self.window(off, LEN_WORD_BYTES as usize)?;
-        let mut le = [0u8; 8];
-        le.copy_from_slice(word);
-        let word = u64::from_le_bytes(le);
-        if word == 0 {
-            return Ok(Step::End);
-        }
-        let len = word & LEN_MASK;
-        let pad = if word >> 63 == 1 { (word >> 56) & 7 } else { 0 };
-        if len + pad >= MAX_RECORD_BYTES {
-            return Ok(Step::Corrupt(CorruptKind::RecordTooLarge {
-                len,
-                pad,
-                limit: MAX_RECORD_BYTES,
-            }));
-        }
-        let record_end = off + LEN_WORD_BYTES + len + pad;
-        if record_end > file_len {
-            return Ok(Step::Torn(TornReason::PastEndOfFile {
-                record_end,
-                file_len,
-            }));
-        }
-        self.pos = record_end;
-        let padded = self.window(off + LEN_WORD_BYTES, (len + pad) as usize)?;
-        Ok(Step::Frame {
-            record: &padded[..len as usize],
-            padded,
-        })
-    }
-}
-
-/// The state accumulated while reading records.
-#[derive(Default)]
-struct State {
-    crc: u32,
-    records: u64,
-    metadata: Option<Vec<u8>>,
-    ids: Option<(u64, u64)>,
-    hard_state: HardState,
-    last_index: u64,
-    last_term: u64,
-    snapshots: Vec<WalSnapshotRef>,
-    conf_changes: Vec<ConfChangeRec>,
-    v2: V2Log,
-    /// Scanning a segment on its own (see [`Independent`]).
-    independent: bool,
-    /// An independent scan met a first record other than a crc record: its
-    /// checksums depend on the segments before, so it stopped; the merge scans
-    /// the segment again in sequence.
-    fell_back: bool,
-    /// An independent scan: the offset and value of the opening crc record.
-    opening_crc: Option<(u64, u32)>,
-    /// An independent scan: the offset and bytes of its first metadata record.
-    first_metadata_at: Option<u64>,
-    /// A HardState record was read.
-    hard_state_seen: bool,
-    /// The lowest entry index read (raft truncates the log from there).
-    min_entry_index: Option<u64>,
-}
-
 impl State {
     /// Folds the independent scan of the next segment into this state, checking
     /// what crosses the boundary as the sequential pass would: the crc chain at
@@ -899,325 +556,16 @@ impl State {
         self.v2.append(seg.v2);
         Ok(end)
     }
-
-    /// Verifies and applies one record. `offset` is the frame's file offset.
-    fn apply(&mut self, record: &[u8], padded: &[u8], offset: u64) -> Result<(), Fail> {
-        let torn_or = |kind: CorruptKind| match zero_sector(offset + LEN_WORD_BYTES, padded) {
-            Some(sector_offset) => Fail::Torn(TornReason::ZeroSector {
-                sector_offset,
-                cause: Box::new(kind),
-            }),
-            None => Fail::Corrupt(kind),
-        };
-        let rec = decode_record(record).map_err(torn_or)?;
-        if self.independent && self.records == 0 && self.opening_crc.is_none() {
-            if rec.rtype != CRC_TYPE {
-                self.fell_back = true;
-                return Err(Fail::Corrupt(CorruptKind::MissingMetadata));
-            }
-            self.opening_crc = Some((offset, rec.crc));
-        }
-        if rec.rtype != CRC_TYPE {
-            self.crc = crc32c::crc32c_append(self.crc, rec.data);
-            if self.crc != rec.crc {
-                return Err(torn_or(CorruptKind::CrcMismatch {
-                    expected: self.crc,
-                    found: rec.crc,
-                }));
-            }
-        }
-        let corrupt = Fail::Corrupt;
-        match rec.rtype {
-            METADATA_TYPE => match &self.metadata {
-                Some(first) if first.as_slice() != rec.data => {
-                    return Err(corrupt(CorruptKind::MetadataMismatch))
-                }
-                Some(_) => {}
-                None => {
-                    // Kept before it is decoded: an independent scan leaves
-                    // the comparison with the log's metadata to the merge,
-                    // which the sequential pass makes before any decode.
-                    self.metadata = Some(rec.data.to_vec());
-                    self.first_metadata_at = Some(offset);
-                    self.ids = Some(decode_metadata(rec.data).map_err(corrupt)?);
-                }
-            },
-            ENTRY_TYPE => self.apply_entry(rec.data).map_err(corrupt)?,
-            STATE_TYPE => {
-                self.hard_state = decode_hard_state(rec.data).map_err(corrupt)?;
-                self.hard_state_seen = true;
-            }
-            CRC_TYPE => {
-                if self.crc != 0 && self.crc != rec.crc {
-                    return Err(corrupt(CorruptKind::CrcChainBroken {
-                        expected: self.crc,
-                        found: rec.crc,
-                    }));
-                }
-                self.crc = rec.crc;
-            }
-            SNAPSHOT_TYPE => self
-                .snapshots
-                .push(decode_snapshot(rec.data).map_err(corrupt)?),
-            found => return Err(corrupt(CorruptKind::BadRecordType { found })),
-        }
-        self.records += 1;
-        Ok(())
-    }
-
-    fn apply_entry(&mut self, data: &[u8]) -> Result<(), CorruptKind> {
-        const WHAT: &str = "entry";
-        let (mut etype, mut term, mut index, mut payload) = (0, 0, 0, &[][..]);
-        for f in pb::fields(data) {
-            match f.map_err(|source| CorruptKind::Undecodable { what: WHAT, source })? {
-                (1, v) => etype = varint(v, WHAT, 1)?,
-                (2, v) => term = varint(v, WHAT, 2)?,
-                (3, v) => index = varint(v, WHAT, 3)?,
-                (4, v) => payload = bytes(v, WHAT, 4)?,
-                _ => {}
-            }
-        }
-        // A later entry at a lower or equal index overwrites the log from there
-        // (raft's log truncation), so drop the membership changes it replaced.
-        while self.conf_changes.last().is_some_and(|c| c.index >= index) {
-            self.conf_changes.pop();
-        }
-        self.last_index = index;
-        self.last_term = term;
-        self.min_entry_index = Some(self.min_entry_index.map_or(index, |m| m.min(index)));
-        if etype == ENTRY_CONF_CHANGE {
-            let mut rec = decode_conf_change(payload)?;
-            rec.index = index;
-            rec.term = term;
-            self.conf_changes.push(rec);
-        }
-        if etype == ENTRY_NORMAL {
-            self.v2.entry(index, term, payload);
-        }
-        Ok(())
-    }
-}
-
-/// Returns the file offset of the first all-zero sector chunk of a frame's bytes
-/// (record plus padding) starting at file offset `start`, as etcd's
-/// `isTornEntry` splits them.
-fn zero_sector(start: u64, data: &[u8]) -> Option<u64> {
-    let mut off = start;
-    let mut rest = data;
-    while !rest.is_empty() {
-        let chunk_len = usize::try_from(SECTOR_BYTES - off % SECTOR_BYTES)
-            .unwrap_or(usize::MAX)
-            .min(rest.len());
-        let (chunk, tail) = rest.split_at(chunk_len);
-        if chunk.iter().all(|&b| b == 0) {
-            return Some(off);
-        }
-        off += chunk_len as u64;
-        rest = tail;
-    }
-    None
-}
-
-/// A decoded `walpb.Record`.
-struct Record<'a> {
-    rtype: i64,
-    crc: u32,
-    data: &'a [u8],
-}
-
-fn undecodable(what: &'static str) -> impl Fn(PbError) -> CorruptKind {
-    move |source| CorruptKind::Undecodable { what, source }
-}
-
-fn varint(v: Value<'_>, what: &'static str, field: u32) -> Result<u64, CorruptKind> {
-    match v {
-        Value::Varint(x) => Ok(x),
-        _ => Err(CorruptKind::WrongWireType { what, field }),
-    }
-}
-
-fn bytes<'a>(v: Value<'a>, what: &'static str, field: u32) -> Result<&'a [u8], CorruptKind> {
-    match v {
-        Value::Bytes(b) => Ok(b),
-        _ => Err(CorruptKind::WrongWireType { what, field }),
-    }
-}
-
-fn decode_record(buf: &[u8]) -> Result<Record<'_>, CorruptKind> {
-    const WHAT: &str = "record";
-    let mut rec = Record {
-        rtype: 0,
-        crc: 0,
-        data: &[],
-    };
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            // int64 on the wire: a negative type is a ten-byte varint.
-            (1, v) => rec.rtype = varint(v, WHAT, 1)? as i64,
-            // uint32: the upper bits of an oversized varint are dropped, as Go does.
-            (2, v) => rec.crc = varint(v, WHAT, 2)? as u32,
-            (3, v) => rec.data = bytes(v, WHAT, 3)?,
-            _ => {}
-        }
-    }
-    Ok(rec)
-}
-
-fn decode_metadata(buf: &[u8]) -> Result<(u64, u64), CorruptKind> {
-    const WHAT: &str = "metadata";
-    let (mut node, mut cluster) = (0, 0);
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (1, v) => node = varint(v, WHAT, 1)?,
-            (2, v) => cluster = varint(v, WHAT, 2)?,
-            _ => {}
-        }
-    }
-    Ok((node, cluster))
-}
-
-fn decode_hard_state(buf: &[u8]) -> Result<HardState, CorruptKind> {
-    const WHAT: &str = "hardstate";
-    let mut hs = HardState::default();
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (1, v) => hs.term = varint(v, WHAT, 1)?,
-            (2, v) => hs.vote = varint(v, WHAT, 2)?,
-            (3, v) => hs.commit = varint(v, WHAT, 3)?,
-            _ => {}
-        }
-    }
-    Ok(hs)
-}
-
-fn decode_snapshot(buf: &[u8]) -> Result<WalSnapshotRef, CorruptKind> {
-    const WHAT: &str = "snapshot";
-    let mut snap = WalSnapshotRef::default();
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (1, v) => snap.index = varint(v, WHAT, 1)?,
-            (2, v) => snap.term = varint(v, WHAT, 2)?,
-            (3, v) => {
-                let (voters, learners) = decode_conf_state(bytes(v, WHAT, 3)?)?;
-                snap.voters = voters;
-                snap.learners = learners;
-                snap.has_conf_state = true;
-            }
-            _ => {}
-        }
-    }
-    Ok(snap)
-}
-
-/// Decodes `raftpb.ConfState` into (voters, learners); the repeated fields may
-/// be packed or not.
-pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<u64>, Vec<u64>), CorruptKind> {
-    const WHAT: &str = "conf state";
-    let (mut voters, mut learners) = (Vec::new(), Vec::new());
-    for f in pb::fields(buf) {
-        let (field, v) = f.map_err(undecodable(WHAT))?;
-        let out = match field {
-            1 => &mut voters,
-            2 => &mut learners,
-            _ => continue,
-        };
-        if !matches!(v, Value::Varint(_) | Value::Bytes(_)) {
-            return Err(CorruptKind::WrongWireType { what: WHAT, field });
-        }
-        pb::push_u64s(v, out).map_err(undecodable(WHAT))?;
-    }
-    Ok((voters, learners))
-}
-
-fn decode_conf_change(buf: &[u8]) -> Result<ConfChangeRec, CorruptKind> {
-    const WHAT: &str = "conf change";
-    let (mut kind, mut node_id, mut context) = (0, 0, &[][..]);
-    for f in pb::fields(buf) {
-        match f.map_err(undecodable(WHAT))? {
-            (2, v) => kind = varint(v, WHAT, 2)?,
-            (3, v) => node_id = varint(v, WHAT, 3)?,
-            (4, v) => context = bytes(v, WHAT, 4)?,
-            _ => {}
-        }
-    }
-    Ok(ConfChangeRec {
-        index: 0,
-        term: 0,
-        kind: ConfChangeKind::from_raw(kind),
-        node_id,
-        member: member_from_context(context),
-    })
-}
-
-/// The member JSON of a ConfChange context. Go writes `null` for a nil slice.
-#[derive(serde::Deserialize)]
-struct MemberJson {
-    #[serde(default)]
-    id: u64,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default, rename = "peerURLs")]
-    peer_urls: Option<Vec<String>>,
-    #[serde(default, rename = "clientURLs")]
-    client_urls: Option<Vec<String>>,
-    #[serde(default, rename = "isLearner")]
-    is_learner: Option<bool>,
-    #[serde(default, rename = "isPromote")]
-    is_promote: Option<bool>,
-}
-
-fn member_from_context(context: &[u8]) -> Option<MemberAttrs> {
-    if context.is_empty() {
-        return None;
-    }
-    let m: MemberJson = serde_json::from_slice(context).ok()?;
-    Some(MemberAttrs {
-        id: m.id,
-        name: m.name.unwrap_or_default(),
-        peer_urls: m.peer_urls.unwrap_or_default(),
-        client_urls: m.client_urls.unwrap_or_default(),
-        is_learner: m.is_learner.unwrap_or_default(),
-        is_promote: m.is_promote.unwrap_or_default(),
-    })
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::frame::*;
+    use super::record::*;
     use super::*;
+    use crate::disk::raftpb::tests::{conf_state, put_bytes, put_u64};
+    use crate::disk::raftpb::ConfChangeKind;
     use proptest::prelude::*;
-
-    /// Appends a protobuf varint.
-    pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    /// Appends a varint field.
-    pub(crate) fn put_u64(out: &mut Vec<u8>, field: u32, v: u64) {
-        put_varint(out, u64::from(field) << 3);
-        put_varint(out, v);
-    }
-
-    /// Appends a length-delimited field.
-    pub(crate) fn put_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-        put_varint(out, (u64::from(field) << 3) | 2);
-        put_varint(out, b.len() as u64);
-        out.extend_from_slice(b);
-    }
-
-    pub(crate) fn conf_state(voters: &[u64], learners: &[u64]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for &v in voters {
-            put_u64(&mut out, 1, v);
-        }
-        for &l in learners {
-            put_u64(&mut out, 2, l);
-        }
-        out
-    }
 
     fn metadata(node: u64, cluster: u64) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1839,19 +1187,6 @@ pub(crate) mod tests {
         let (_, offset, kind) = corrupt_kind(read_wal(dir.path()).unwrap_err());
         assert_eq!(offset, at);
         assert!(matches!(kind, CorruptKind::CrcMismatch { .. }), "{kind:?}");
-    }
-
-    #[test]
-    fn context_json_variants() {
-        let m = member_from_context(
-            br#"{"id":1,"peerURLs":null,"name":"a","isLearner":true,"isPromote":true}"#,
-        )
-        .unwrap();
-        assert_eq!(m.id, 1);
-        assert!(m.peer_urls.is_empty() && m.is_learner && m.is_promote);
-        assert_eq!(member_from_context(b""), None);
-        assert_eq!(member_from_context(b"{not json"), None);
-        assert_eq!(member_from_context(b"{}").unwrap(), MemberAttrs::default());
     }
 
     /// Reads a real data dir: `EMA_REAL_WAL_DIR=/path/member/wal cargo test --lib
