@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn a_new_violation_is_found() {
         assert_eq!(
-            violations("disk/wal.rs", "use crate::server::Config;\n"),
+            violations("disk/wal/mod.rs", "use crate::server::Config;\n"),
             vec![(1, "crate::server")]
         );
         assert_eq!(

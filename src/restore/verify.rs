@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::disk::bbolt::{BoltError, Db};
+use crate::disk::bbolt::{main_revision, BoltError, Db};
 use crate::disk::ids;
 use crate::disk::ids::hex_id;
 use crate::disk::layout::DirState;
@@ -79,8 +79,6 @@ pub struct VerifyError {
 
 /// The root bucket holding every revision of every key.
 const KEY_BUCKET: &[u8] = b"key";
-/// A revision key: main revision (8 bytes, big endian), `_`, sub revision.
-const REVISION_KEY_LEN: usize = 17;
 
 /// What a backend holds for clients: the `key` bucket, summarized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,14 +128,6 @@ impl Content {
         }
         Ok(c)
     }
-}
-
-/// The main revision of a revision key.
-fn main_revision(key: &[u8]) -> Option<i64> {
-    let main = key.get(..8).filter(|_| key.len() >= REVISION_KEY_LEN)?;
-    let mut b = [0u8; 8];
-    b.copy_from_slice(main);
-    Some(i64::from_be_bytes(b))
 }
 
 /// The staged backend's content differs from the snapshot's (exit 33).

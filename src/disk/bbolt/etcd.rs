@@ -492,7 +492,7 @@ pub fn semver_minor(v: &str) -> Option<(u32, u32)> {
 }
 
 /// The main revision of a `key` bucket key, as `bytesToRev` reads it.
-pub(super) fn main_revision(key: &[u8]) -> Option<i64> {
+pub fn main_revision(key: &[u8]) -> Option<i64> {
     if key.len() < REVISION_KEY_LEN {
         return None;
     }

@@ -41,8 +41,8 @@ mod page;
 mod walk;
 
 pub use etcd::{
-    detect_storage_version, parse_semver, semver_minor, Backend, BackendAlarm, BackendMember,
-    Downgrade, KvHash,
+    detect_storage_version, main_revision, parse_semver, semver_minor, Backend, BackendAlarm,
+    BackendMember, Downgrade, KvHash,
 };
 pub use meta::{MAGIC, VERSION};
 

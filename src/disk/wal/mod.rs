@@ -697,7 +697,6 @@ mod tests {
         )
     }
 
-    /// Two segments like etcd writes them: a created file and a cut one.
     /// Four segments: a truncation of the log across the third cut, raw v2
     /// requests before and after it, conf changes and snapshots.
     fn several_segments() -> Enc {
@@ -752,6 +751,7 @@ mod tests {
         assert_eq!(par.hard_state.commit, 45);
     }
 
+    /// Two segments like etcd writes them: a created file and a cut one.
     fn two_segments() -> Enc {
         let mut e = Enc::new();
         e.rec(METADATA_TYPE, &metadata(NODE, CLUSTER))
