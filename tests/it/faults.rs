@@ -431,7 +431,8 @@ fn replay() {
                 && tally.divergent == 0
                 && tally.foreign == 0
                 && tally.unanswered == 0
-                && tally.errors == 0,
+                && tally.errors == 0
+                && tally.counters.anomalies.is_empty(),
             "guarded fault schedules failed:\n{}\n{:#?}",
             tally.report(),
             tally.failures

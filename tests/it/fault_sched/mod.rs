@@ -159,9 +159,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Whether the schedule lost, diverged, answered foreign, or could not heal.
+    /// Whether the schedule lost, diverged, answered foreign, could not heal, or
+    /// saw the guard say what it must not (an anomaly).
     pub fn failed(&self) -> bool {
-        self.error.is_some() || !self.check.clean()
+        self.error.is_some() || !self.check.clean() || !self.counters.anomalies.is_empty()
     }
 
     /// One line for the progress log.
