@@ -695,7 +695,8 @@ struct Gathered {
     live_entry: EvidenceEntry,
     kube_entry: EvidenceEntry,
     witness_entry: EvidenceEntry,
-    /// The image of this Pod's etcd container (`None`: `--kube` is off).
+    /// The image of this Pod's etcd container (`None`: `--kube` is off, or the
+    /// directory has no WAL).
     etcd_image: Option<Result<Option<String>, String>>,
 }
 
@@ -794,7 +795,8 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
         };
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         // The records, the witness Lease and this Pod's etcd image are asked at
-        // once, through one client.
+        // once, through one client; the image only for a directory with a WAL
+        // (the upgrade check's, which an empty directory never gets).
         let (result, witness, image) = match kube_src::client(target, timeout).await {
             Ok(client) => {
                 let (records, lease, image) = tokio::join!(
@@ -810,16 +812,24 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                         .await;
                         witness_evidence(read, t)
                     },
-                    crate::evidence::pod::container_image(
-                        &client,
-                        &target.namespace,
-                        &target.member_name,
-                        ETCD_CONTAINER,
-                        deadline,
-                    )
+                    async {
+                        match wal {
+                            None => None,
+                            Some(_) => Some(
+                                crate::evidence::pod::container_image(
+                                    &client,
+                                    &target.namespace,
+                                    &target.member_name,
+                                    ETCD_CONTAINER,
+                                    deadline,
+                                )
+                                .await,
+                            ),
+                        }
+                    }
                 );
-                let image = image.map_err(|e| e.to_string());
-                if let Err(e) = &image {
+                let image = image.map(|read| read.map_err(|e| e.to_string()));
+                if let Some(Err(e)) = &image {
                     tracing::info!(error = %e, "this Pod's etcd image could not be read");
                 }
                 (records, lease, image)
@@ -830,7 +840,7 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                     Answer::NoAnswer(why.clone()),
                     no_answer(Source::Witness, why.clone(), t),
                 );
-                (Err(e), witness, Err(why))
+                (Err(e), witness, Some(Err(why)))
             }
         };
         let records = match result {
@@ -858,7 +868,7 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                 )
             }
         };
-        (records, witness, Some(image))
+        (records, witness, image)
     };
     let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry), etcd_image)) =
         tokio::join!(live, operator);

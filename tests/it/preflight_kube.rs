@@ -149,13 +149,12 @@ async fn a_seed_with_nothing_recorded_bootstraps_on_the_operators_word() {
         .await
         .expect(step, 0, "bootstrap")
         .source(step, "kube", true, "");
-    // The witness Lease and this Pod (its etcd image) are read alongside,
-    // through the same client.
+    // The witness Lease is read alongside, through the same client.
     let paths: Vec<String> = api
         .requests()
         .into_iter()
         .map(|r| r.path)
-        .filter(|p| !p.contains("/leases/") && !p.contains("/pods/"))
+        .filter(|p| !p.contains("/leases/"))
         .collect();
     assert_eq!(
         paths[paths.len() - 2..],
@@ -340,10 +339,10 @@ async fn a_transient_503_is_retried_and_the_seed_bootstraps() {
     assert_eq!(
         api.requests()
             .iter()
-            .filter(|r| !r.path.contains("/leases/") && !r.path.contains("/pods/"))
+            .filter(|r| !r.path.contains("/leases/"))
             .count(),
         4,
-        "three GETs of the member, one of the cluster (and the witness Lease's and the Pod's)"
+        "three GETs of the member, one of the cluster (and the witness Lease's)"
     );
     api.stop().await;
 }
