@@ -95,16 +95,22 @@ fn metrics_are_prometheus_text_by_default_and_openmetrics_only_when_asked() {
     assert!(body.trim_end().ends_with("# EOF"), "{body}");
 }
 
+/// Raises this test process's descriptor limit to its hard limit, which must be
+/// at least `need` (the load tools hold hundreds of sockets themselves).
+fn raise_nofile_to_hard_limit(need: u64) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    assert!(
+        hard >= need,
+        "the test needs {need} descriptors, the hard limit is {hard}"
+    );
+}
+
 #[test]
 fn probes_and_get_identity_answer_with_300_idle_and_50_slow_clients_under_ulimit_256() {
     // This test process holds ~700 sockets itself.
-    let (_, hard) =
-        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
-    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).unwrap();
-    assert!(
-        hard >= 2048,
-        "the test needs 2048 descriptors, the hard limit is {hard}"
-    );
+    raise_nofile_to_hard_limit(2048);
 
     let cluster = Cluster::builder(EtcdVersion::V3_5).start();
     let m0 = &cluster[0];
@@ -310,13 +316,7 @@ fn probe(port: u16, path: &str, bound: Duration) -> Result<(u16, Duration), Stri
 /// benchmark), and the agent never runs out of descriptors.
 #[test]
 fn probes_answer_while_more_clients_than_descriptors_reconnect_as_fast_as_closed() {
-    let (_, hard) =
-        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
-    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).unwrap();
-    assert!(
-        hard >= 2048,
-        "the test needs 2048 descriptors, the hard limit is {hard}"
-    );
+    raise_nofile_to_hard_limit(2048);
     let bound = Duration::from_secs(2);
 
     let cluster = Cluster::builder(EtcdVersion::V3_5).start();
