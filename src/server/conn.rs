@@ -17,7 +17,9 @@
 //! * when full, closes the connection [`victim_rank`] puts first: one that was
 //!   never answered (silent, or a request never completed), oldest first; a
 //!   connection in use (`GetIdentity` traffic) only when there is nothing else.
-//!   A kubelet probe is always the newest and is answered at once.
+//!   An HTTP/1 connection whose whole request head is in (read, or seen in the
+//!   socket at accept with `MSG_PEEK`) ranks with the busy ones for a second:
+//!   a kubelet probe being answered is not closed for a flood of newer clients.
 //! * asks the kernel (`TCP_DEFER_ACCEPT`, [`defer_accept`]) to hand over a
 //!   connection only once it has sent a byte, or after about the header-read
 //!   timeout (rounded up to SYN-ACK retransmissions: 15 s for 10 s; then the
@@ -128,6 +130,11 @@ struct Clocks {
     /// The server wrote after the client sent something: an answer (not the
     /// HTTP/2 SETTINGS the server writes before reading anything).
     answered: AtomicBool,
+    /// HTTP/1: when the head of the request now pending was complete (its
+    /// blank line read, or seen in the socket at accept); [`NEVER`] when no
+    /// whole request waits. Such a connection is being answered (a kubelet
+    /// probe), not holding a descriptor for free.
+    requested: AtomicU64,
     /// Set when the tracker closes it.
     closed: AtomicBool,
     /// The task that last polled it, to wake when closed.
@@ -142,6 +149,7 @@ impl Clocks {
             pending_since: AtomicU64::new(NEVER),
             heard: AtomicBool::new(false),
             answered: AtomicBool::new(false),
+            requested: AtomicU64::new(NEVER),
             closed: AtomicBool::new(false),
             waker: Mutex::new(None),
         }
@@ -175,20 +183,32 @@ impl Clocks {
 /// Which connection a full server closes first: the lowest rank, and within a
 /// rank the lowest time (the oldest). In order:
 ///
-/// 0. never answered: it sent nothing, or part of a request, and the server
-///    never wrote an answer (every hostile connection is here; a probe is
-///    here for the millisecond between its request and the answer, as the
-///    newest);
-/// 1. answered before, now holding a request unanswered for over a second;
+/// 0. never answered and no whole request waiting: it sent nothing, or part of
+///    a request (every hostile connection is here);
+/// 1. holding a request unanswered for over a second (after an earlier answer,
+///    or a whole HTTP/1 request head the server has not answered);
 /// 2. answered, then idle for over a second (a keep-alive connection);
-/// 3. answered, and in use within the last second (`GetIdentity` traffic).
+/// 3. answered and in use within the last second (`GetIdentity` traffic), or
+///    a whole HTTP/1 request received within the last second and being
+///    answered (a kubelet probe).
 ///
 /// (Ranking by quiet time alone let a flood of reconnecting clients, each
-/// younger than a second, push out the busy `GetIdentity` connections.)
+/// younger than a second, push out the busy `GetIdentity` connections. And
+/// ranking a probe with the never-answered, as the newest, was not enough:
+/// 150 stalled clients reconnecting 1,400 times a second turned that rank over
+/// every ~70 ms, and a probe the loaded machine took longer to answer was
+/// closed with its request read.)
 fn victim_rank(c: &Clocks, now: u64) -> (u8, u64) {
     let pending = c.pending_since.load(Ordering::Relaxed);
+    let requested = c.requested.load(Ordering::Relaxed);
     let last = c.last_activity();
-    if !c.answered.load(Ordering::Relaxed) {
+    if requested != NEVER {
+        if now.saturating_sub(requested) > SETTLE_MS {
+            (1, requested)
+        } else {
+            (3, requested)
+        }
+    } else if !c.answered.load(Ordering::Relaxed) {
         (0, c.accepted)
     } else if pending != NEVER && now.saturating_sub(pending) > SETTLE_MS {
         (1, pending)
@@ -196,6 +216,39 @@ fn victim_rank(c: &Clocks, now: u64) -> (u8, u64) {
         (2, last)
     } else {
         (3, last)
+    }
+}
+
+/// Finds the end of an HTTP/1 request head (a blank line: `\r\n\r\n`, or
+/// the bare `\n\n` parsers also accept) in bytes read in pieces. `after_lf`
+/// carries "the last byte that was not `\r` was `\n`" from one piece to the next.
+fn head_ends(after_lf: &mut bool, bytes: &[u8]) -> bool {
+    let mut found = false;
+    for &b in bytes {
+        match b {
+            b'\n' if *after_lf => found = true,
+            b'\n' => *after_lf = true,
+            b'\r' => {}
+            _ => *after_lf = false,
+        }
+    }
+    found
+}
+
+/// What the socket already holds, without taking it (`MSG_PEEK`, never
+/// blocking): with [`defer_accept`] a probe's whole request is there when it
+/// is accepted, before the task serving it first reads. Up to 2 KiB.
+fn peek_head(stream: &TcpStream) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 2048];
+    match recv(
+        stream.as_raw_fd(),
+        &mut buf,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(n) => head_ends(&mut false, &buf[..n]),
+        Err(_) => false,
     }
 }
 
@@ -439,12 +492,19 @@ impl Listener {
                     }
                     table.next += 1;
                     let id = table.next;
-                    let clocks = Arc::new(Clocks::new(t.now()));
+                    let now = t.now();
+                    let clocks = Arc::new(Clocks::new(now));
+                    if !t.multiplexed && peek_head(&stream) {
+                        clocks.heard.store(true, Ordering::Relaxed);
+                        clocks.pending_since.store(now, Ordering::Relaxed);
+                        clocks.requested.store(now, Ordering::Relaxed);
+                    }
                     table.conns.insert(id, clocks.clone());
                     drop(table);
                     let tracked = Tracked {
                         inner: stream,
                         clocks,
+                        after_lf: false,
                         registration: Registration {
                             id,
                             tracker: t.clone(),
@@ -534,6 +594,8 @@ pub struct Tracked {
     // the listener it may accept again.
     inner: TcpStream,
     clocks: Arc<Clocks>,
+    /// HTTP/1 head scanning state ([`head_ends`]).
+    after_lf: bool,
     registration: Registration,
 }
 
@@ -575,6 +637,17 @@ impl AsyncRead for Tracked {
                     Ordering::Relaxed,
                 )
             });
+            if !self.registration.tracker.multiplexed {
+                let this = &mut *self;
+                if head_ends(&mut this.after_lf, &buf.filled()[before..]) {
+                    let _ = this.clocks.requested.compare_exchange(
+                        NEVER,
+                        now,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
         }
         r
     }
@@ -596,6 +669,7 @@ impl Tracked {
             if self.clocks.pending_since.swap(NEVER, Ordering::Relaxed) != NEVER {
                 self.clocks.answered.store(true, Ordering::Relaxed);
             }
+            self.clocks.requested.store(NEVER, Ordering::Relaxed);
         }
     }
 }
@@ -670,8 +744,16 @@ mod tests {
         // A flood of reconnecting clients: all younger than a second.
         let silent = clocks(now - 40, false, false, NEVER, NEVER);
         let stalled = clocks(now - 30, true, false, now - 30, now - 30);
-        // A probe accepted just now, its request not read yet.
+        // A probe accepted just now, its request not in yet.
         let probe = clocks(now, false, false, NEVER, NEVER);
+        // A probe whose whole request was read 80 ms ago, not answered yet:
+        // older than the flood, and still kept over it.
+        let probe_read = clocks(now - 80, true, false, now - 80, now - 80);
+        probe_read.requested.store(now - 80, Ordering::Relaxed);
+        // A whole request nobody answered for 4 s (ranked with `slow_again`,
+        // older first).
+        let stuck = clocks(now - 4_000, true, false, now - 4_000, now - 4_000);
+        stuck.requested.store(now - 4_000, Ordering::Relaxed);
         // GetIdentity traffic: answered 20 ms ago, or a call in flight.
         let busy = clocks(now - 60_000, true, true, NEVER, now - 20);
         let in_flight = clocks(now - 60_000, true, true, now - 2, now - 2);
@@ -681,6 +763,8 @@ mod tests {
             ("silent", &silent),
             ("stalled", &stalled),
             ("probe", &probe),
+            ("probe_read", &probe_read),
+            ("stuck", &stuck),
             ("slow_again", &slow_again),
             ("keep_alive", &keep_alive),
             ("busy", &busy),
@@ -698,12 +782,38 @@ mod tests {
                 "silent",
                 "stalled",
                 "probe",
+                "stuck",
                 "slow_again",
                 "keep_alive",
+                "probe_read",
                 "busy",
                 "in_flight"
             ]
         );
+    }
+
+    #[test]
+    fn the_end_of_a_request_head_is_found_across_reads() {
+        let whole = b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert!(head_ends(&mut false, whole));
+        assert!(head_ends(&mut false, b"GET / HTTP/1.0\n\n"));
+        assert!(!head_ends(
+            &mut false,
+            b"GET /readyz HTTP/1.1\r\nHost: x\r\n"
+        ));
+        assert!(!head_ends(&mut false, b"G"));
+        // Split at every byte: found exactly in the piece holding the last byte.
+        for cut in 1..whole.len() {
+            let mut state = false;
+            let first = head_ends(&mut state, &whole[..cut]);
+            let second = head_ends(&mut state, &whole[cut..]);
+            assert!(!first && second, "cut at {cut}");
+        }
+        // A header line's own line end is not a blank line.
+        let mut state = false;
+        assert!(!head_ends(&mut state, b"GET / HTTP/1.1\r\n"));
+        assert!(!head_ends(&mut state, b"Host: x\r\n"));
+        assert!(head_ends(&mut state, b"\r\n"));
     }
 
     fn limits(max_connections: usize) -> Limits {
@@ -766,6 +876,52 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(peer, speaks_addr, "a silent connection was accepted first");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_probe_whose_request_is_in_outlives_a_flood_of_stalled_clients() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tracker = Tracker::new("test", limits(3));
+        let shutdown = CancellationToken::new();
+        let mut l = tracker.listen(listener, shutdown.clone());
+        // The probe's whole request is in the socket when it is accepted; the
+        // task that would serve it has not read yet (a loaded machine).
+        let mut probe = std::net::TcpStream::connect(addr).unwrap();
+        let probe_addr = probe.local_addr().unwrap();
+        std::io::Write::write_all(&mut probe, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let (p, peer) = tokio::time::timeout(Duration::from_secs(5), l.accept_tracked())
+            .await
+            .unwrap();
+        assert_eq!(peer, probe_addr);
+        // Then ten clients that send one byte each and stall, all newer.
+        let _stalled: Vec<_> = (0..10)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                std::io::Write::write_all(&mut s, b"G").unwrap();
+                s
+            })
+            .collect();
+        let mut closed = 0;
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            let (c, _) = tokio::time::timeout(Duration::from_secs(5), l.accept_tracked())
+                .await
+                .unwrap();
+            held.push(c);
+            // Release what the tracker closed, as the serving tasks would.
+            let before = held.len();
+            held.retain(|c| !c.clocks.closed.load(Ordering::Acquire));
+            closed += before - held.len();
+            assert!(
+                !p.clocks.closed.load(Ordering::Acquire),
+                "the probe was closed to make room for a stalled client"
+            );
+        }
+        assert!(closed >= 7, "only {closed} stalled clients were closed");
+        assert!(tracker.lock().held() <= 3);
+        drop((p, held));
         shutdown.cancel();
     }
 }
