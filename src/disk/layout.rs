@@ -815,24 +815,28 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                 .map(|m| (m.id, m.is_learner || f.learners.contains(&m.id)))
         })
         .collect();
-    if let (Some(f), Some(b)) = (snap_file.as_ref(), backend.as_ref()) {
-        r.learner_flag_stale = stale_learner_flags(&wal, f, b);
+    if let Some(b) = backend.as_ref() {
+        r.learner_flag_stale = stale_learner_flags(&wal, snap_file.as_ref(), b);
     }
     r.backend = backend;
     r
 }
 
 /// The members whose backend learner flag disagrees with the v2 membership: the
-/// `.snap`'s learners, then the WAL's membership changes after it (a learner
-/// added, a learner promoted by `AddNode`, a member removed). Only members both
-/// sides know are compared.
-fn stale_learner_flags(wal: &wal::Wal, snap: &SnapFile, backend: &Backend) -> Vec<u64> {
+/// `.snap`'s learners (without a `.snap`, none: the whole WAL then says), then
+/// the WAL's membership changes after it (a learner added, a learner promoted
+/// by `AddNode`, a member removed). Only members both sides know are compared.
+fn stale_learner_flags(wal: &wal::Wal, snap: Option<&SnapFile>, backend: &Backend) -> Vec<u64> {
     let mut learner: std::collections::BTreeMap<u64, bool> = snap
-        .members
         .iter()
-        .map(|m| (m.id, m.is_learner || snap.learners.contains(&m.id)))
+        .flat_map(|s| {
+            s.members
+                .iter()
+                .map(|m| (m.id, m.is_learner || s.learners.contains(&m.id)))
+        })
         .collect();
-    for cc in wal.conf_changes.iter().filter(|c| c.index > snap.index) {
+    let after = snap.map_or(0, |s| s.index);
+    for cc in wal.conf_changes.iter().filter(|c| c.index > after) {
         match cc.kind {
             ConfChangeKind::AddLearnerNode => {
                 learner.insert(cc.node_id, true);

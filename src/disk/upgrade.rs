@@ -15,7 +15,7 @@
 //! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
 //! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" (3.6+ against the backend's, ≤ 3.5 against the larger of the `.snap`'s and the backend's); for 3.5 while a downgrade is enabled, the `downgrade-*` rows decide |
 //! | `cluster-version-newer-in-wal` | any | a cluster version above the target set in the WAL after the start snapshot (`ClusterVersionSet`, v2 `PUT /0/version`): etcd re-applies it at start and `mustDetectDowngrade` panics; 3.5 exempts it while the downgrade state as replayed enables a downgrade to 3.5 |
-//! | `downgrade-target-other` | 3.5 | `mustDetectDowngrade` panics "server version is not allowed to join when downgrade is enabled": `cluster/downgrade` enables a downgrade to another version |
+//! | `downgrade-target-other` | 3.5 | `mustDetectDowngrade` exits (fatal) "server version is not allowed to join when downgrade is enabled": `cluster/downgrade` enables a downgrade to another version |
 //! | `downgrade-info-malformed` | 3.5+ | loading `cluster/downgrade` panics "failed to unmarshal downgrade information" |
 //! | `downgrade-not-lowered` | 3.5 | a downgrade to 3.5 is enabled, the cluster version not lowered yet: 3.5 starts, but its `.snap`/WAL keep the newer version (3.5 forces no snapshot when it is lowered; 3.6 does), so its first restart after the downgrade completes panics in `mustDetectDowngrade` |
 //! | `downgrade-enabled` | 3.5 | warning: a downgrade to 3.5 is enabled and the cluster version lowered: 3.5 joins |
@@ -375,7 +375,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
             code: "downgrade-target-other",
             blocks: true,
             message: format!(
-                "a downgrade to {:?} is enabled (cluster/downgrade); etcd {target} panics (\"invalid downgrade; server version is not allowed to join when downgrade is enabled\")",
+                "a downgrade to {:?} is enabled (cluster/downgrade); etcd {target} refuses to start (fatal \"invalid downgrade; server version is not allowed to join when downgrade is enabled\")",
                 downgrading.map_or("", |d| d.target_version.as_str())
             ),
             rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",

@@ -500,6 +500,17 @@ fn a_3_5_restart_before_the_cluster_version_is_lowered_is_refused_and_the_downgr
     for i in 0..cluster.len() {
         let step = format!("{} downgraded to 3.5", cluster[i].name());
         cluster[i].stop().expect("it ran");
+        if i == 0 {
+            // The downgrade is still enabled (3.5 cancels it once every member
+            // runs 3.5) and the version lowered: a warning, and 3.5 joins.
+            let check = upgrade_check(&cluster[0], "3.5.35");
+            assert_eq!(check.code, 0, "{check}");
+            assert_eq!(
+                finding_codes(&check.json()["upgrade_check"]),
+                ["downgrade-enabled"],
+                "{check}"
+            );
+        }
         cluster.member_mut(i).set_version(EtcdVersion::V3_5Latest);
         let v = preflight(&cluster.agent_env(i));
         v.expect(&step, 0, "start");
@@ -619,8 +630,9 @@ fn etcd_3_6_refuses_learner_flags_3_5_1_left_stale_and_preflight_refuses_first_3
     );
     let check = upgrade_check(&cluster[0], "3.6");
     assert_eq!(check.code, 16, "{check}");
-    assert!(
-        finding_codes(&check.json()["upgrade_check"]).contains(&"too-many-learners".to_string()),
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["too-many-learners", "learner-flag-stale"],
         "{check}"
     );
 
@@ -639,12 +651,21 @@ fn etcd_3_6_refuses_learner_flags_3_5_1_left_stale_and_preflight_refuses_first_3
         other => panic!("etcd 3.6 was expected to refuse the learners: {other:?}"),
     }
 
-    // With --max-learners 2 both let every member through, and 3.6 serves.
+    // With --max-learners 2 both let every member through, and 3.6 serves;
+    // the stale flags stay a warning (3.6 starts on them; 3.7 would read them).
     for i in 0..3 {
         cluster.member_mut(i).set_version(EtcdVersion::V3_6);
         let mut env = cluster.agent_env(i);
         env.push(("ETCD_MAX_LEARNERS".into(), "2".into()));
-        preflight(&env).expect("3.6 with --max-learners 2", 0, "start");
+        let v = preflight(&env);
+        v.expect("3.6 with --max-learners 2", 0, "start");
+        let warned = v.doc()["upgrade_check"]["findings"].clone();
+        assert_eq!(
+            finding_codes(&v.doc()["upgrade_check"]),
+            ["learner-flag-stale"],
+            "{warned:#}"
+        );
+        assert_eq!(warned[0]["blocks"], false, "{warned:#}");
     }
     for i in 0..3 {
         cluster[i].start_with(|f| f.extra_args.push("--max-learners=2".into()));
@@ -660,4 +681,162 @@ fn etcd_3_6_refuses_learner_flags_3_5_1_left_stale_and_preflight_refuses_first_3
             .as_deref(),
         Some("written on 3.5.1")
     );
+}
+
+/// etcd upgrades one minor at a time, but 3.7 starts on a 3.5 directory whose
+/// snapshot is past every v2 request 3.5 wrote into the WAL (it loads no
+/// `.snap` and reads membership from the backend). The upgrade check says
+/// `skipped-minor` as a warning, never a refusal; preflight allows the start and
+/// etcd 3.7 serves every key. (Without that snapshot the same skip is refused:
+/// `v2-wal-raw`, the test above.)
+#[test]
+fn a_3_5_dir_snapshotted_past_its_v2_entries_starts_on_3_7_with_only_the_skipped_minor_warning() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_5Latest)
+        .members(1)
+        .snapshot_count(5)
+        .token("skipped-minor")
+        .start();
+    let written: Vec<(String, String)> = (0..20)
+        .map(|i| (format!("skip/{i:02}"), format!("written on 3.5, {i}")))
+        .collect();
+    for (k, v) in &written {
+        cluster.put(k, v);
+    }
+    cluster[0].stop().expect("it ran");
+    assert!(
+        newest_snap_index(&cluster[0]) > 5,
+        "a snapshot past the v2 entries: {:?}",
+        cluster[0].snap_files()
+    );
+    let check = upgrade_check(&cluster[0], "3.7");
+    assert_eq!(check.code, 0, "{check}");
+    let findings = &check.json()["upgrade_check"]["findings"];
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["skipped-minor"],
+        "{check}"
+    );
+    assert_eq!(findings[0]["blocks"], false, "{check}");
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_7);
+    preflight(&cluster.agent_env(0)).expect("3.5 straight to 3.7", 0, "start");
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    assert_every_write_everywhere(&cluster, &written, "on 3.7");
+    wait_storage_version(&cluster, "3.7.0", "3.7 alone");
+}
+
+/// A downgrade enabled to another version than the etcd about to start:
+/// `etcdctl downgrade enable 3.6` on a 3.7 cluster records it in
+/// `cluster/downgrade` and the leader lowers the cluster version to 3.6. etcd
+/// 3.5 refuses to join while a downgrade to another version is enabled (fatal
+/// "invalid downgrade; server version is not allowed to join when downgrade is
+/// enabled"); preflight for 3.5 refuses first (16, `downgrade-target-other`),
+/// and allows the downgrade's own target, 3.6, which then serves. Then the
+/// same directory with a `cluster/downgrade` value etcd cannot parse
+/// (`downgrade-info-malformed`): etcd 3.6 panics, preflight refuses first.
+#[test]
+fn etcd_3_5_refuses_a_dir_downgrading_to_3_6_and_preflight_refuses_first_37() {
+    let mut cluster = Cluster::builder(EtcdVersion::V3_7)
+        .members(1)
+        .token("downgrade-other")
+        .start();
+    cluster.put("dg/k", "written on 3.7");
+    let out = cluster[0].etcdctl(["downgrade", "enable", "3.6"]);
+    assert!(
+        out.status.success(),
+        "etcdctl downgrade enable 3.6: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_storage_version(&cluster, "3.6.0", "the downgrade to 3.6 under way");
+    cluster[0].stop().expect("it ran");
+    let report = inspect(&cluster[0]);
+    assert_eq!(
+        (
+            &report["backend"]["downgrade"]["enabled"],
+            &report["backend"]["downgrade"]["target_version"],
+        ),
+        (&Value::from(true), &Value::from("3.6.0")),
+        "{report:#}"
+    );
+    let check = upgrade_check(&cluster[0], "3.5.35");
+    assert_eq!(check.code, 16, "{check}");
+    assert_eq!(
+        finding_codes(&check.json()["upgrade_check"]),
+        ["downgrade-target-other"],
+        "{check}"
+    );
+    assert_eq!(
+        upgrade_check(&cluster[0], "3.6").code,
+        0,
+        "the downgrade's target"
+    );
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_5Latest);
+    preflight(&cluster.agent_env(0)).expect("3.5 while downgrading to 3.6", 16, "refuse-version");
+    cluster[0].start();
+    let refused = "server version is not allowed to join when downgrade is enabled";
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains(refused) || cluster[0].log_since_start().contains(refused),
+            "etcd 3.5 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.5 was expected to refuse the downgrade to 3.6: {other:?}"),
+    }
+
+    cluster.member_mut(0).set_version(EtcdVersion::V3_6);
+    preflight(&cluster.agent_env(0)).expect("the downgrade's target, 3.6", 0, "start");
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    assert_every_write_everywhere(
+        &cluster,
+        &[("dg/k".into(), "written on 3.7".into())],
+        "on 3.6",
+    );
+
+    // `cluster/downgrade` as no etcd writes it: the first byte of its JSON
+    // changed in place, in every copy bbolt's pages still hold (bbolt has no
+    // checksum on a leaf). Every line panics loading it ("failed to unmarshal
+    // downgrade information"); preflight refuses first.
+    cluster[0].stop().expect("it ran");
+    let db = cluster[0].data_dir().join("member/snap/db");
+    let mut bytes = std::fs::read(&db).expect("read db");
+    let needle = br#"{"target-version""#;
+    let mut patched = 0;
+    for i in 0..bytes.len().saturating_sub(needle.len()) {
+        if bytes[i..].starts_with(needle) {
+            bytes[i] = b'x';
+            patched += 1;
+        }
+    }
+    assert!(
+        patched > 0,
+        "no cluster/downgrade value in {}",
+        db.display()
+    );
+    std::fs::write(&db, &bytes).expect("write db");
+    for target in ["3.5.35", "3.6", "3.7"] {
+        let check = upgrade_check(&cluster[0], target);
+        assert_eq!(check.code, 16, "{target}: {check}");
+        assert!(
+            finding_codes(&check.json()["upgrade_check"])
+                .contains(&"downgrade-info-malformed".to_string()),
+            "{target}: {check}"
+        );
+    }
+    preflight(&cluster.agent_env(0)).expect(
+        "3.6 on a malformed cluster/downgrade",
+        16,
+        "refuse-version",
+    );
+    cluster[0].start();
+    let malformed = "failed to unmarshal downgrade information";
+    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => assert!(
+            msg.contains(malformed) || cluster[0].log_since_start().contains(malformed),
+            "etcd 3.6 exited for another reason: {msg}"
+        ),
+        other => panic!("etcd 3.6 was expected to panic on the malformed value: {other:?}"),
+    }
 }
