@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::disk::ids::comparable_url;
 use crate::disk::ids::hex_id;
-use crate::disk::layout::DirState;
+use crate::disk::layout::{DirState, FoundingMember};
 use crate::disk::upgrade::UpgradeCheck;
 use crate::exit::Exit;
 
@@ -296,6 +296,9 @@ pub struct DirFacts {
     pub self_removed: bool,
     /// The peer URLs of the WAL's own entry adding its member, while it holds it.
     pub added_with_peer_urls: Option<Vec<String>>,
+    /// The founding members of the directory's cluster, while its WAL holds
+    /// their bootstrap entries (see `Inspection::formation`).
+    pub formation: Vec<FoundingMember>,
     /// The term of the directory's HardState.
     pub term: u64,
     /// A symlink inside the data dir where etcd expects a directory (a
@@ -520,6 +523,7 @@ EtcdMember so the operator replaces it with a member created for the formed clus
 
 const REMEDY_FOREIGN: &str = "check which volume is mounted here (a swapped or reused PVC); do not start etcd on it. If this member's own data is lost, remove and re-add the member so it joins fresh";
 
+const REMEDY_INCARNATION_TOKEN: &str = "this volume holds the data of a cluster formed with another --initial-cluster-token, such as an earlier cluster of the same name whose volume a new one inherited; do not start etcd on it. Keep it if that cluster's data matters, otherwise wipe it (etcd-member-agent wipe) or give the member a new volume and add it again. If it is this cluster's own data and only the token in this member's flags was changed since the cluster formed, set ETCD_INITIAL_CLUSTER_TOKEN back to the token it was formed with";
 const REMEDY_INCARNATION: &str = "this volume holds the data of an earlier cluster (another --initial-cluster-token or member set) that a new cluster of the same name inherited; do not start etcd on it. Keep it if that cluster's data matters, otherwise wipe it (etcd-member-agent wipe) or give the member a new volume, and let it bootstrap or restore afresh";
 
 const REMEDY_REMOVED: &str = "this member was removed from the cluster and etcd would exit on this directory (\"the member has been permanently removed\"); remove the data (etcd-member-agent wipe) and add the member again (etcdctl member add, then start it with the flags member add prints; if the live list already shows it added again and unstarted, only remove the data), or with the operator delete the EtcdMember so it is replaced";
@@ -801,6 +805,19 @@ fn decide_initialized(i: &Inputs) -> Decision {
         (Some(urls), Some(token)) => crate::disk::ids::member_id(urls, token) == wal_member,
         _ => false,
     };
+    // The WAL's bootstrap entries, hashed with this member's token, give the
+    // founding members' IDs when the cluster was formed with it; none does
+    // when it was formed with another (an earlier incarnation's volume, the
+    // member's own ID random since a `member add`).
+    let formed_with_other_token = match &i.me.token {
+        Some(token) if !i.dir.formation.is_empty() => (!i
+            .dir
+            .formation
+            .iter()
+            .any(|m| crate::disk::ids::member_id(&m.peer_urls, token) == m.id))
+        .then_some(&i.dir.formation),
+        _ => None,
+    };
     let vouched = op
         .is_some_and(|o| o.member_id == Some(wal_member) || o.cluster_id == Some(wal_cluster))
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
@@ -925,6 +942,21 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 hex_id(derived.cluster_id)
             ),
             REMEDY_INCARNATION,
+        )
+    } else if let Some(founders) = formed_with_other_token.filter(|_| !vouched) {
+        let founders: Vec<String> = founders
+            .iter()
+            .map(|m| format!("{} ({})", hex_id(m.id), m.peer_urls.join(",")))
+            .collect();
+        decision(
+            Row::ForeignIncarnation,
+            format!(
+                "the data directory holds member {} of cluster {}, whose WAL records that it was formed by {}: IDs this member's --initial-cluster-token does not derive (etcd gives a founding member sha1(peer URLs + token)), and no live or operator source vouches for the directory's IDs: it belongs to a cluster formed with another token, such as an earlier incarnation of a same-named one",
+                hex_id(wal_member),
+                hex_id(wal_cluster),
+                founders.join(", ")
+            ),
+            REMEDY_INCARNATION_TOKEN,
         )
     } else if i.dir.empty_log {
         return decide_empty_log(i, wal_member, warnings);
@@ -2039,6 +2071,56 @@ mod tests {
         // Another token (an earlier incarnation): refused.
         i.me.token = Some("another".into());
         assert_eq!(row(&i), Row::ForeignIncarnation);
+    }
+
+    #[test]
+    fn regression_a_re_added_members_old_incarnation_volume_is_foreign_by_its_formation() {
+        // Fault schedule seed 1022 on 3.6.16: a member re-added by the remedy
+        // (its own ID random, nothing derived) got an earlier incarnation's
+        // volume; the others were down or without quorum (etcd serves no client
+        // before it has a quorum), so no source answered, and it started on the
+        // old keyspace. Its WAL still records how its cluster was formed.
+        let urls = |h: &str| vec![format!("http://{h}:2380")];
+        let old_token = "ns-etcd-uid-1";
+        let founders: Vec<FoundingMember> = ["m0", "m1", "m2"]
+            .iter()
+            .map(|h| FoundingMember {
+                id: crate::disk::ids::member_id(&urls(h), old_token),
+                peer_urls: urls(h),
+            })
+            .collect();
+        let ids: Vec<u64> = founders.iter().map(|m| m.id).collect();
+        let cluster = crate::disk::ids::cluster_id(&ids);
+        let mut i = initialized(founders[1].id, cluster);
+        i.me.derived = None;
+        i.me.token = Some("ns-etcd-uid-2".into());
+        i.dir.formation = founders.clone();
+        let d = decide(&i);
+        assert_eq!(
+            (d.verdict, d.row),
+            (Verdict::RefuseForeign, Row::ForeignIncarnation),
+            "{d:?}"
+        );
+        assert!(d.reason.contains("formed by"), "{}", d.reason);
+        assert_eq!(d.verdict.exit().code(), 11);
+        // Formed with this member's token: its own restart.
+        i.me.token = Some(old_token.into());
+        assert_eq!(row(&i), Row::Start);
+        // No token given, or no formation record (the WAL starts past it):
+        // nothing to contradict.
+        i.me.token = None;
+        assert_eq!(row(&i), Row::Start);
+        i.me.token = Some("ns-etcd-uid-2".into());
+        i.dir.formation.clear();
+        assert_eq!(row(&i), Row::Start);
+        // A source vouching for the directory's IDs wins (the token in the
+        // flags changed after the cluster formed; etcd ignores it then).
+        i.dir.formation = founders;
+        i.live = live(
+            cluster,
+            &[(i.dir.member_id.unwrap_or_default(), "m1", ME, true)],
+        );
+        assert_eq!(row(&i), Row::Start);
     }
 
     fn witness(member: u64, cluster: u64) -> Answer<Option<WitnessFacts>> {

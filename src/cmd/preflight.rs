@@ -586,6 +586,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         removed_ids: dir.removed_ids.clone(),
         self_removed: dir.self_removed,
         added_with_peer_urls: dir.added_with_peer_urls.clone(),
+        formation: dir.formation.clone(),
         term: dir.hard_state.map_or(0, |h| h.term),
         symlinked: dir.symlinked.as_ref().map(|p| p.display().to_string()),
         problem: dir.problem.as_ref().map(|p| p.message.clone()),

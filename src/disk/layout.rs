@@ -214,6 +214,14 @@ pub struct Inspection {
     /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
     /// WAL when it starts on a wiped directory).
     pub empty_log: bool,
+    /// How the directory's cluster was formed, while the WAL still holds it:
+    /// the members of its bootstrap (or restore) entries, the `AddNode`
+    /// changes at indexes 1, 2, … of term 1, when their IDs hash to the WAL's
+    /// cluster ID (so they are the whole founding set). etcd gave each of them
+    /// `sha1(sorted peer URLs + --initial-cluster-token)`: the token the
+    /// cluster was formed with can be checked against this member's flags,
+    /// whatever its own ID (a member added later has a random one).
+    pub formation: Vec<FoundingMember>,
     /// The v2 requests etcd replays from the WAL when it starts (after the start
     /// snapshot): what 3.6 and 3.7 refuse (see [`super::v2req`]).
     pub v2_replay: Option<V2Replay>,
@@ -267,6 +275,7 @@ impl Inspection {
             removed_ids: Vec::new(),
             added_with_peer_urls: None,
             empty_log: false,
+            formation: Vec::new(),
             v2_replay: None,
             v2_custom: Vec::new(),
             snap_cluster_version: None,
@@ -798,6 +807,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .find_map(|c| c.member.as_ref().filter(|m| !m.is_promote))
         .map(|m| m.peer_urls.clone())
         .filter(|u| !u.is_empty());
+    r.formation = formation(&wal);
     r.empty_log = wal.last_index == 0
         && wal.snapshots.iter().all(|s| s.index == 0)
         && r.snapshot.is_none_or(|s| s.index == 0);
@@ -820,6 +830,42 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     }
     r.backend = backend;
     r
+}
+
+/// A member of the set that formed a cluster, as its bootstrap entry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FoundingMember {
+    /// The ID etcd gave it at bootstrap.
+    #[serde(with = "serde_hex")]
+    pub id: u64,
+    /// The peer URLs it was formed with, as etcd hashed them.
+    pub peer_urls: Vec<String>,
+}
+
+/// The founding members of the WAL's cluster (see [`Inspection::formation`]);
+/// empty when the WAL no longer starts at index 1 or the entries do not hash
+/// to its cluster ID.
+fn formation(wal: &wal::Wal) -> Vec<FoundingMember> {
+    let mut founding = Vec::new();
+    for (expect, c) in (1u64..).zip(&wal.conf_changes) {
+        if c.index != expect || c.term != 1 || c.kind != ConfChangeKind::AddNode {
+            break;
+        }
+        match &c.member {
+            Some(m) if m.id == c.node_id && !m.peer_urls.is_empty() && !m.is_promote => {
+                founding.push(FoundingMember {
+                    id: m.id,
+                    peer_urls: m.peer_urls.clone(),
+                });
+            }
+            _ => return Vec::new(),
+        }
+    }
+    let ids: Vec<u64> = founding.iter().map(|m| m.id).collect();
+    if founding.is_empty() || super::ids::cluster_id(&ids) != wal.cluster_id {
+        return Vec::new();
+    }
+    founding
 }
 
 /// The members whose backend learner flag disagrees with the v2 membership: the

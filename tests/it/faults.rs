@@ -416,6 +416,40 @@ fn an_old_volume_answers_foreign_in_baseline_mode_36() {
     );
 }
 
+/// Guarded seed 1022 on 3.6.16, the shape that started etcd on an earlier
+/// incarnation's volume: m1 re-added by the remedy (its ID random since
+/// `member add`, so none follows from its flags), then given such a volume
+/// while m2 is down and m0 restarts alone. A member without quorum serves no
+/// client, so no live source answers; the directory's WAL still records how
+/// its cluster was formed, with another token: `refuse-foreign`, and the
+/// cluster heals once m2 is back.
+fn an_old_volume_under_a_re_added_member_without_quorum_is_refused(version: EtcdVersion) {
+    let mut cfg = RunConfig::new(version, Mode::Guarded, 0, 1);
+    cfg.sequence = Some(
+        "join-killed m1 2000ms, pause 300ms, restart m1, pause 3000ms, freeze m0, pause 700ms, \
+         old-volume m1, pause 1200ms, kill m2, pause 400ms, kill m0, pause 700ms, restart m0, \
+         pause 200ms, restart-unguarded m1, pause 1100ms"
+            .to_string(),
+    );
+    let tally = run(&cfg);
+    assert_guarded_lost_nothing(&tally);
+    assert!(
+        tally.counters.refusals.contains_key("refuse-foreign"),
+        "the earlier incarnation's volume was refused:\n{}",
+        tally.report()
+    );
+}
+
+#[test]
+fn an_old_volume_under_a_re_added_member_without_quorum_is_refused_36() {
+    an_old_volume_under_a_re_added_member_without_quorum_is_refused(EtcdVersion::V3_6);
+}
+
+#[test]
+fn an_old_volume_under_a_re_added_member_without_quorum_is_refused_37() {
+    an_old_volume_under_a_re_added_member_without_quorum_is_refused(EtcdVersion::V3_7);
+}
+
 /// Runs what the `FAULT_*` variables say (see docs/fault-schedules.md):
 /// `FAULT_SEED=1234 FAULT_MODE=guarded FAULT_VERSION=3.5 cargo test --test it --
 /// --ignored --exact faults::replay --nocapture`. Fails when a guarded schedule loses a write,
