@@ -137,6 +137,11 @@ pub enum Row {
     /// answers under this cluster ID.
     #[serde(rename = "6c")]
     Fork,
+    /// 6d: the WAL records that the directory's cluster was formed with
+    /// another `--initial-cluster-token`, and no source vouches for it (an
+    /// earlier incarnation's PVC under any member, one re-added too).
+    #[serde(rename = "6d")]
+    ForeignFormation,
     /// 7: empty, and this member started before.
     #[serde(rename = "7")]
     EmptyFormed,
@@ -181,7 +186,7 @@ pub enum Row {
 
 impl Row {
     /// Every row, in the order of the documented table.
-    pub const ALL: [Row; 25] = [
+    pub const ALL: [Row; 26] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -195,6 +200,7 @@ impl Row {
         Row::ForeignIncarnation,
         Row::Removed,
         Row::Fork,
+        Row::ForeignFormation,
         Row::EmptyFormed,
         Row::EmptyLogFormed,
         Row::Rebootstrapped,
@@ -225,6 +231,7 @@ impl Row {
             Row::ForeignIncarnation => "6a",
             Row::Removed => "6b",
             Row::Fork => "6c",
+            Row::ForeignFormation => "6d",
             Row::EmptyFormed => "7",
             Row::EmptyLogFormed => "7a",
             Row::Rebootstrapped => "7b",
@@ -251,9 +258,11 @@ impl Row {
             Row::Corrupt => Verdict::RefuseCorrupt,
             Row::Partial => Verdict::RefusePartial,
             Row::Start | Row::StartStaleRecord | Row::StartEmptyLog => Verdict::Start,
-            Row::Foreign | Row::ForeignIncarnation | Row::Removed | Row::Fork => {
-                Verdict::RefuseForeign
-            }
+            Row::Foreign
+            | Row::ForeignIncarnation
+            | Row::Removed
+            | Row::Fork
+            | Row::ForeignFormation => Verdict::RefuseForeign,
             Row::EmptyFormed | Row::EmptyLogFormed | Row::Rebootstrapped | Row::JoinSelfOnly => {
                 Verdict::RefuseEmptyFormed
             }
@@ -949,7 +958,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             .map(|m| format!("{} ({})", hex_id(m.id), m.peer_urls.join(",")))
             .collect();
         decision(
-            Row::ForeignIncarnation,
+            Row::ForeignFormation,
             format!(
                 "the data directory holds member {} of cluster {}, whose WAL records that it was formed by {}: IDs this member's --initial-cluster-token does not derive (etcd gives a founding member sha1(peer URLs + token)), and no live or operator source vouches for the directory's IDs: it belongs to a cluster formed with another token, such as an earlier incarnation of a same-named one",
                 hex_id(wal_member),
@@ -2098,7 +2107,7 @@ mod tests {
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
-            (Verdict::RefuseForeign, Row::ForeignIncarnation),
+            (Verdict::RefuseForeign, Row::ForeignFormation),
             "{d:?}"
         );
         assert!(d.reason.contains("formed by"), "{}", d.reason);
