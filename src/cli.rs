@@ -221,8 +221,11 @@ pub struct PreflightArgs {
     pub verdict_file: Option<PathBuf>,
     /// The etcd version about to start (3.6.11, v3.7.3): preflight runs the
     /// upgrade check for it and refuses what that etcd would refuse or panic on
-    /// (`refuse-version`, 16). Without it, `/usr/local/bin/etcd --version` (the
-    /// etcd image's binary) is asked; without either, no upgrade check runs.
+    /// (`refuse-version`, 16). With `--kube`, the tag of this Pod's `etcd`
+    /// container image is checked first (not beside a digest); when the two
+    /// name different lines, only what blocks for both refuses. Without either,
+    /// `/usr/local/bin/etcd --version` (the etcd image's binary) is asked;
+    /// without any, no upgrade check runs.
     #[arg(long, env = "ETCD_VERSION", value_parser = parse_etcd_version)]
     pub etcd_version: Option<crate::disk::upgrade::Target>,
     /// The flags of that etcd the upgrade check depends on.

@@ -1698,6 +1698,7 @@ mod tests {
 
     fn blocked_check(blocks: bool) -> UpgradeCheck {
         UpgradeCheck {
+            from: None,
             target: "3.7".into(),
             dir_line: Some("3.5".into()),
             blocked: blocks,

@@ -71,6 +71,10 @@ const ETCD_VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 /// The container of this Pod whose image is the etcd about to start (the
 /// operator's name for it).
 const ETCD_CONTAINER: &str = "etcd";
+/// The Pod read for the image is bounded on its own: a throttled or hanging
+/// `get pods` must not hold the verdict for the whole budget, nor leave no
+/// time for the `etcd --version` fallback.
+const IMAGE_READ_BUDGET: Duration = Duration::from_secs(3);
 
 /// The etcd a check is for, where that was learnt, and a warning when the
 /// sources disagree.
@@ -78,12 +82,17 @@ struct AboutToStart {
     target: Target,
     from: String,
     warning: Option<String>,
+    /// `--etcd-version` when it names another line than the image's tag: the
+    /// check runs for both, and refuses only what blocks for both.
+    disagreeing: Option<Target>,
 }
 
 /// The version of the etcd about to start: the tag of this Pod's `etcd`
-/// container image when it reads as a 3.x version (what the kubelet starts,
-/// whatever the env says: an `ETCD_VERSION` left behind by an image upgrade is
-/// a warning), else `--etcd-version`, else what `etcd --version` prints
+/// container image when it reads as a 3.x version and no digest pins the
+/// image (what the kubelet starts: an `ETCD_VERSION` left behind by an image
+/// rollback is a warning; when the two disagree the check runs for both, since
+/// a tag is not always etcd's version — a wrapper image's own), else
+/// `--etcd-version`, else what `etcd --version` prints
 /// ("etcd Version: 3.6.11") for the first binary of [`ETCD_BINARIES`] that
 /// answers within [`ETCD_VERSION_TIMEOUT`]. `Err` (why) when none says.
 /// `image`: the Pod's read (`None`: not asked; `Ok(None)`: no such container).
@@ -103,6 +112,9 @@ fn etcd_about_to_start(
         _ => None,
     };
     if let Some((target, img)) = from_image {
+        let disagreeing = cfg
+            .etcd_version
+            .filter(|given| (given.major, given.minor) != (target.major, target.minor));
         let warning = cfg
             .etcd_version
             .filter(|given| {
@@ -119,6 +131,7 @@ fn etcd_about_to_start(
             target,
             from: format!("the {ETCD_CONTAINER} container's image {img}"),
             warning,
+            disagreeing,
         });
     }
     if let Some(t) = cfg.etcd_version {
@@ -126,6 +139,7 @@ fn etcd_about_to_start(
             target: t,
             from: "--etcd-version".into(),
             warning: None,
+            disagreeing: None,
         });
     }
     let mut tried = Vec::new();
@@ -151,6 +165,7 @@ fn etcd_about_to_start(
                             target: t,
                             from: bin.to_string(),
                             warning: None,
+                            disagreeing: None,
                         })
                     }
                     None => tried.push(format!("{bin}: no \"etcd Version:\" line")),
@@ -559,10 +574,31 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
                 target,
                 from,
                 warning,
+                disagreeing,
             }) => {
-                let check = upgrade::check(&dir, target, &cfg.etcd_flags);
-                tracing::info!(target = %target, from = %from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
+                let mut check = upgrade::check(&dir, target, &cfg.etcd_flags);
+                check.from = Some(from.clone());
                 version_warning = warning;
+                // The image's tag and ETCD_VERSION name different lines: one
+                // of them is wrong (an ETCD_VERSION left behind, or a tag that
+                // is a wrapper image's own version). Refuse only what etcd of
+                // both would refuse; a start etcd itself then refuses costs a
+                // crash loop, a wrong refusal the member.
+                if let Some(given) = disagreeing.filter(|_| check.blocked) {
+                    let other = upgrade::check(&dir, given, &cfg.etcd_flags);
+                    if !other.blocked {
+                        let codes: Vec<&str> = check.blockers().map(|f| f.code).collect();
+                        version_warning = Some(format!(
+                            "{from} reads as etcd {target}, for which the upgrade check blocks ({}), but ETCD_VERSION (--etcd-version) says {given}, for which nothing blocks: the start is not refused on a version the two disagree on; if the container really runs {target}, set ETCD_VERSION={target}",
+                            codes.join(", ")
+                        ));
+                        check = other;
+                        check.from = Some(format!(
+                            "--etcd-version (the image's tag, {target}, disagrees)"
+                        ));
+                    }
+                }
+                tracing::info!(target = %check.target, from = ?check.from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
                 Some(check)
             }
             Err(why) => {
@@ -822,7 +858,7 @@ async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>
                                     &target.namespace,
                                     &target.member_name,
                                     ETCD_CONTAINER,
-                                    deadline,
+                                    deadline.min(tokio::time::Instant::now() + IMAGE_READ_BUDGET),
                                 )
                                 .await,
                             ),

@@ -10,7 +10,7 @@
 //! | `v2-wal-disallowed` | 3.6 | `v2ToV3Request` panics "detected disallowed v2 WAL" on a replayed v2 request other than a member-attributes or cluster-version `PUT` (entries above the commit count: the leader commits a follower's tail at once) |
 //! | `v2-wal-raw` | 3.7+ | `apply.Apply` panics "unmarshal should never fail" on a replayed raw v2 request with a path |
 //! | `v2-wal-unknown` | 3.6+ | more v2 requests than are kept, and a truncation below one let go: which are replayed cannot be told |
-//! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store"); a warning under `--v2-deprecation=write-only-skip-check` |
+//! | `v2-store-custom` | 3.6 | `AssertNoV2StoreContent` refuses a `.snap` whose v2 store holds data ("detected disallowed custom content in v2store"); a warning under `--v2-deprecation=write-only-skip-check` (3.6.13 and newer: older patches reject that value) |
 //! | `too-many-learners` | 3.6+ | `ValidateMaxLearnerConfig` at bootstrap: more learners in the backend (after 3.6's sync of promotions from the `.snap`) than `--max-learners` |
 //! | `storage-version-newer` | 3.6+ | `schema.Validate` finds no migration from a newer storage version ("version … is not supported") |
 //! | `cluster-version-newer` | any | `MustDetectDowngrade` panics "invalid downgrade; server version is lower than determined cluster version" (3.6+ against the backend's, ≤ 3.5 against the larger of the `.snap`'s and the backend's); for 3.5 while a downgrade is enabled, the `downgrade-*` rows decide |
@@ -26,6 +26,9 @@ use serde::Serialize;
 
 use super::bbolt::{semver_minor, Downgrade};
 use super::layout::{DirState, Inspection};
+
+/// The first 3.6 patch release that accepts `--v2-deprecation=write-only-skip-check`.
+const SKIP_CHECK_SINCE_PATCH: u32 = 13;
 
 /// The etcd version a check is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,6 +105,10 @@ pub struct Finding {
 pub struct UpgradeCheck {
     /// The etcd version checked for.
     pub target: String,
+    /// Where that version was learnt (preflight: the Pod's image, the flag, a
+    /// binary), when the caller says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     /// The etcd line that last wrote the directory, as far as the files tell
     /// (storage version, else cluster version).
     pub dir_line: Option<String>,
@@ -192,6 +199,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
     let cluster = cluster_line(r, target.line());
     let dir_line = storage.or(cluster);
     let mut out = UpgradeCheck {
+        from: None,
         target: target.to_string(),
         dir_line: dir_line.map(fmt_line),
         blocked: false,
@@ -272,20 +280,30 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         }
     }
 
-    let skip_check = flags.v2_deprecation.as_deref() == Some("write-only-skip-check");
+    // `write-only-skip-check` exists from 3.6.13 on; 3.6.0–3.6.12 reject the
+    // value when they parse their flags. A target without a patch is given
+    // the benefit: an older 3.6 exits on the flag before it reads anything.
+    let skip_asked = flags.v2_deprecation.as_deref() == Some("write-only-skip-check");
+    let skip_known = target.patch.is_none_or(|p| p >= SKIP_CHECK_SINCE_PATCH);
+    let skip_check = skip_asked && skip_known;
     if t == (3, 6) && !r.v2_custom.is_empty() {
         f.push(Finding {
             code: "v2-store-custom",
             blocks: !skip_check,
             message: format!(
-                "the snapshot etcd {target} loads (index {snap_index}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\")",
-                r.v2_custom.join(", ")
+                "the snapshot etcd {target} loads (index {snap_index}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\"){}",
+                r.v2_custom.join(", "),
+                if skip_asked && !skip_known {
+                    format!(", and etcd {target} does not know --v2-deprecation=write-only-skip-check (3.6.13 and newer do): it exits on that flag")
+                } else {
+                    String::new()
+                }
             ),
-            rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351",
+            rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351; write-only-skip-check since 3.6.13 (server/config/v2_deprecation.go)",
             remedy: if skip_check {
-                "none for the start (--v2-deprecation=write-only-skip-check lets 3.6 load it); remove the v2 data before 3.7".into()
+                "none for the start (--v2-deprecation=write-only-skip-check lets 3.6.13 and newer load it); remove the v2 data before 3.7".into()
             } else {
-                "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6 with --v2-deprecation=write-only-skip-check (ETCD_V2_DEPRECATION; 3.6 ignores every other value), then upgrade".into()
+                "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6.13 or newer with --v2-deprecation=write-only-skip-check (ETCD_V2_DEPRECATION; older 3.6 releases reject that value, and 3.6 ignores every other one), then upgrade".into()
             },
         });
     }
@@ -622,6 +640,19 @@ mod tests {
         assert_eq!(
             codes(&super::check(&r, t("3.6"), &skip)),
             [("v2-store-custom", false)]
+        );
+        // The value exists from 3.6.13 on: 3.6.11 (what the operator runs)
+        // exits on the flag and refuses the content without it.
+        assert_eq!(
+            codes(&super::check(&r, t("3.6.13"), &skip)),
+            [("v2-store-custom", false)]
+        );
+        let old = super::check(&r, t("3.6.11"), &skip);
+        assert_eq!(codes(&old), [("v2-store-custom", true)]);
+        assert!(
+            old.findings[0].message.contains("3.6.13 and newer"),
+            "{:?}",
+            old.findings[0]
         );
         assert!(check(&r, t("3.7")).findings.is_empty());
         assert!(check(&r, t("3.5")).findings.is_empty());

@@ -750,11 +750,14 @@ pub async fn container_image(
         .and_then(|c| c.image.clone()))
 }
 
-/// The tag of an image reference (`registry:5000/etcd:v3.6.11@sha256:…` →
-/// `v3.6.11`), `None` for a reference by digest alone or without a tag.
+/// The tag of an image reference (`registry:5000/etcd:v3.6.11` → `v3.6.11`),
+/// `None` without a tag, and for any reference with a digest: the runtime
+/// pulls the digest, whatever the tag beside it says.
 pub fn image_tag(image: &str) -> Option<&str> {
-    let name = image.split('@').next().unwrap_or(image);
-    let last = name.rsplit('/').next().unwrap_or(name);
+    if image.contains('@') {
+        return None;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
     let (_, tag) = last.split_once(':')?;
     (!tag.is_empty()).then_some(tag)
 }
@@ -787,11 +790,11 @@ mod tests {
     use serde_json::{json, Value};
 
     #[test]
-    fn image_tags_are_read_past_registries_ports_and_digests() {
+    fn image_tags_are_read_past_registries_and_ports_and_never_beside_a_digest() {
         for (image, tag) in [
             ("quay.io/coreos/etcd:v3.6.11", Some("v3.6.11")),
             ("registry.k8s.io/etcd:3.5.16-0", Some("3.5.16-0")),
-            ("localhost:5000/etcd:3.7.3@sha256:0123", Some("3.7.3")),
+            ("localhost:5000/etcd:3.7.3@sha256:0123", None),
             ("localhost:5000/etcd", None),
             ("etcd@sha256:0123", None),
             ("etcd:", None),

@@ -555,17 +555,70 @@ async fn preflight_on_a_real_member_dir_starts_on_matching_records_and_refuses_s
     .await
     .unwrap_or_else(|e| panic!("cannot change the Pod's image: {e}"));
     let v = run_preflight(env.clone()).await;
-    v.expect(step, 16, "refuse-version");
+    // The tag and ETCD_VERSION disagree: one of them is wrong (a stale
+    // ETCD_VERSION, or a tag that is not etcd's version, a wrapper image's
+    // own). Only what blocks for both refuses; the warning says which.
+    v.expect(step, 0, "start");
     let warnings = v.doc()["warnings"].to_string();
     assert!(
         warnings.contains(&format!("ETCD_VERSION (--etcd-version) says {given}"))
-            && warnings.contains("quay.io/coreos/etcd:v3.5.21"),
-        "{step}: the stale ETCD_VERSION is a warning\n{}",
+            && warnings.contains("quay.io/coreos/etcd:v3.5.21")
+            && warnings.contains("for which the upgrade check blocks"),
+        "{step}: the disagreement is a warning\n{}",
         v.run
     );
     assert_eq!(
         v.doc()["upgrade_check"]["target"],
+        json!(given),
+        "{step}\n{}",
+        v.run
+    );
+    assert!(
+        v.doc()["upgrade_check"]["from"]
+            .as_str()
+            .is_some_and(|f| f.contains("disagrees")),
+        "{step}\n{}",
+        v.run
+    );
+
+    let step = "the etcd image was rolled back to 3.5 and nothing else names a version";
+    let unversioned: Env = env
+        .iter()
+        .filter(|(k, _)| k != "ETCD_VERSION")
+        .cloned()
+        .collect();
+    let v = run_preflight(unversioned.clone()).await;
+    v.expect(step, 16, "refuse-version");
+    assert_eq!(
+        v.doc()["upgrade_check"]["target"],
         "3.5.21",
+        "{step}\n{}",
+        v.run
+    );
+    assert_eq!(
+        v.doc()["upgrade_check"]["from"],
+        "the etcd container's image quay.io/coreos/etcd:v3.5.21",
+        "{step}\n{}",
+        v.run
+    );
+
+    let step = "a digest pins the image: the tag beside it is not read";
+    let digest = format!("quay.io/coreos/etcd:v3.5.21@sha256:{}", "0".repeat(64));
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"spec": {"containers": [
+            {"name": "etcd", "image": digest},
+        ]}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot change the Pod's image: {e}"));
+    let v = run_preflight(env.clone()).await;
+    v.expect(step, 0, "start");
+    assert_eq!(v.doc()["warnings"], json!([]), "{step}\n{}", v.run);
+    assert_eq!(
+        v.doc()["upgrade_check"]["from"],
+        "--etcd-version",
         "{step}\n{}",
         v.run
     );
