@@ -866,7 +866,7 @@ mod tests {
             term: Some(2),
             conf_state: None,
             storage_version: None,
-            storage_version_source: "none",
+            storage_version_source: crate::disk::bbolt::StorageVersionSource::None,
             storage_version_raw: None,
             members: learners
                 .iter()

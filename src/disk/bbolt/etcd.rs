@@ -43,9 +43,8 @@ pub struct Backend {
     /// seconds after the cluster version is set), else `3.5.0` when `meta`/`term`
     /// is non-zero, else `None` (3.4 or older, or a dir too fresh to tell).
     pub storage_version: Option<String>,
-    /// Where [`Backend::storage_version`] came from: `meta/storageVersion`,
-    /// `meta/term` or `none`.
-    pub storage_version_source: &'static str,
+    /// Where [`Backend::storage_version`] came from.
+    pub storage_version_source: StorageVersionSource,
     /// The raw `meta`/`storageVersion` value, when present (even if etcd would not
     /// parse it).
     #[serde(skip)]
@@ -209,7 +208,7 @@ impl Db {
             term: None,
             conf_state: None,
             storage_version: None,
-            storage_version_source: "none",
+            storage_version_source: StorageVersionSource::None,
             storage_version_raw: None,
             members: Vec::new(),
             removed_members: Vec::new(),
@@ -422,20 +421,45 @@ pub(super) fn user_key(value: &[u8]) -> Result<&[u8], PbError> {
     Ok(key)
 }
 
+/// Where a detected storage version came from (in JSON and text as etcd's
+/// key names: `meta/storageVersion`, `meta/term`, `none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StorageVersionSource {
+    /// `meta`/`storageVersion` holds a version (3.6+).
+    #[serde(rename = "meta/storageVersion")]
+    StorageVersionKey,
+    /// No usable `storageVersion`, but `meta`/`term` is non-zero: 3.5.
+    #[serde(rename = "meta/term")]
+    Term,
+    /// Neither: 3.4 or older, or a dir too fresh to tell.
+    #[serde(rename = "none")]
+    None,
+}
+
+impl std::fmt::Display for StorageVersionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StorageVersionSource::StorageVersionKey => "meta/storageVersion",
+            StorageVersionSource::Term => "meta/term",
+            StorageVersionSource::None => "none",
+        })
+    }
+}
+
 /// etcd's storage version detection (`schema.UnsafeDetectSchemaVersion`): a
 /// `storageVersion` that parses as a semantic version, else `3.5.0` when the
 /// backend's term is non-zero, else unknown. Returns the version and its source.
 pub fn detect_storage_version(
     storage_version: Option<&str>,
     term: Option<u64>,
-) -> (Option<String>, &'static str) {
+) -> (Option<String>, StorageVersionSource) {
     if let Some(v) = storage_version.and_then(parse_semver) {
-        return (Some(v), "meta/storageVersion");
+        return (Some(v), StorageVersionSource::StorageVersionKey);
     }
     if term.is_some_and(|t| t != 0) {
-        return (Some("3.5.0".to_string()), "meta/term");
+        return (Some("3.5.0".to_string()), StorageVersionSource::Term);
     }
-    (None, "none")
+    (None, StorageVersionSource::None)
 }
 
 /// A strict `MAJOR.MINOR.PATCH[-PRE][+BUILD]` (what `go-semver`'s `NewVersion`
@@ -533,7 +557,10 @@ mod tests {
         assert_eq!(h.version.as_deref(), Some("3.6.0"));
         let s = db.summary().unwrap();
         assert_eq!(s.storage_version.as_deref(), Some("3.6.0"));
-        assert_eq!(s.storage_version_source, "meta/storageVersion");
+        assert_eq!(
+            s.storage_version_source,
+            StorageVersionSource::StorageVersionKey
+        );
 
         // Without storageVersion etcd detects 3.5 by the term: 3.5's counting.
         let model = v36_model(None);
@@ -546,14 +573,17 @@ mod tests {
         let s = db.summary().unwrap();
         assert_eq!(
             (s.storage_version.as_deref(), s.storage_version_source),
-            (Some("3.5.0"), "meta/term")
+            (Some("3.5.0"), StorageVersionSource::Term)
         );
 
         // A storageVersion etcd cannot parse falls back to the same detection.
         let model = v36_model(Some(b"3.6"));
         let db = Db::open(&write(&dir, &build(&model, 4096, 3, false, 0))).unwrap();
         assert_eq!(db.kv_hash().unwrap().version, None);
-        assert_eq!(db.summary().unwrap().storage_version_source, "meta/term");
+        assert_eq!(
+            db.summary().unwrap().storage_version_source,
+            StorageVersionSource::Term
+        );
     }
 
     #[test]
@@ -597,11 +627,11 @@ mod tests {
         assert_eq!(semver_minor("3.6.0"), Some((3, 6)));
         assert_eq!(
             detect_storage_version(Some("junk"), Some(0)),
-            (None, "none")
+            (None, StorageVersionSource::None)
         );
         assert_eq!(
             detect_storage_version(None, Some(4)),
-            (Some("3.5.0".into()), "meta/term")
+            (Some("3.5.0".into()), StorageVersionSource::Term)
         );
     }
 
