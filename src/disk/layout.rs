@@ -567,14 +567,10 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         if member_kind.is_none() {
             return r;
         }
-        if let Some(db) =
+        if let Some((path, kind, note)) =
             failed_first_start_debris(paths, &member_entries, &snap_entries, &wal_entries)
         {
-            r.unexpected.push(Entry {
-                path: db,
-                kind: "file",
-                note: "debris of a failed first start (a backend db with no consistent index, no members and no keys, and no WAL): etcd reuses it",
-            });
+            r.unexpected.push(Entry { path, kind, note });
             return r;
         }
         let what: Vec<String> = member_entries
@@ -906,17 +902,21 @@ fn stale_learner_flags(wal: &wal::Wal, snap: Option<&SnapFile>, backend: &Backen
 
 /// etcd opens the backend before its bootstrap and join checks, so a first
 /// start that fails (member count unequal, a peer unreachable, a bad URL)
-/// leaves `member/snap/db` and nothing else. Such a db has applied nothing: no
-/// consistent index, no members, no keys. It is not a partial member — etcd
-/// starts on it as on an empty directory — so it is classified as empty, and
-/// returned here to be reported as debris. Anything else etcd wrote, or any
-/// doubt reading the db, keeps the directory partial.
+/// leaves `member/snap/db` and nothing else; one killed within milliseconds
+/// of starting leaves less: `member/` and `member/snap/` with nothing in them
+/// (created before the db), or a db file of zero bytes (created, not yet
+/// initialised; bbolt initialises an empty file when it opens it). None of
+/// these has applied anything: etcd starts on them as on an empty directory,
+/// so they are classified as empty, and returned here (path, kind, note) to
+/// be reported as debris. Anything else etcd wrote, a db with a consistent
+/// index, members or keys, or any doubt reading the db keeps the directory
+/// partial.
 fn failed_first_start_debris(
     paths: &Paths,
     member_entries: &[(String, std::fs::FileType)],
     snap_entries: &[(String, std::fs::FileType)],
     wal_entries: &[(String, std::fs::FileType)],
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, &'static str, &'static str)> {
     // `wal.tmp`: a first start killed while creating its WAL (etcd's WAL
     // creation removes a leftover one).
     let only = |entries: &[(String, std::fs::FileType)], allowed: &[&str]| {
@@ -924,15 +924,27 @@ fn failed_first_start_debris(
             .iter()
             .all(|(n, ft)| ft.is_dir() && allowed.contains(&n.as_str()))
     };
-    let db_is_file = snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file());
-    if !db_is_file
-        || !only(member_entries, &["snap", "wal", "wal.tmp"])
+    if !only(member_entries, &["snap", "wal", "wal.tmp"])
         || !snap_entries.iter().all(|(n, ft)| n == "db" && ft.is_file())
         || !wal_entries.is_empty()
     {
         return None;
     }
+    if snap_entries.is_empty() {
+        return Some((
+            paths.member_dir.clone(),
+            "dir",
+            "debris of a first start killed at once (member/ and its directories, nothing in them): etcd starts on it as on an empty directory",
+        ));
+    }
     let db_path = paths.db();
+    if std::fs::symlink_metadata(&db_path).ok()?.len() == 0 {
+        return Some((
+            db_path,
+            "file",
+            "debris of a first start killed at once (a backend db of zero bytes, never initialised, and no WAL): etcd initialises it",
+        ));
+    }
     let db = Db::open(&db_path).ok()?;
     let backend = db.identity_summary().ok()?;
     if backend.consistent_index.unwrap_or(0) != 0 || !backend.members.is_empty() {
@@ -940,7 +952,11 @@ fn failed_first_start_debris(
     }
     let mut keys = 0u64;
     db.for_each_kv(b"key", |_, _| keys += 1).ok()?;
-    (keys == 0).then_some(db_path)
+    (keys == 0).then_some((
+        db_path,
+        "file",
+        "debris of a failed first start (a backend db with no consistent index, no members and no keys, and no WAL): etcd reuses it",
+    ))
 }
 
 /// `(major, minor)` of the backend's storage version as etcd detects it, for the
