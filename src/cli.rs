@@ -1,5 +1,5 @@
 //! Command-line types only: every flag has help text and reads the environment
-//! variable the operator sets (SPEC §2). No I/O happens here.
+//! variable the operator sets (docs/commands.md). No I/O happens here.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +17,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands (SPEC §1 table).
+/// The subcommands (docs/commands.md).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Read a data dir offline and report its state and identity (read-only).
@@ -236,7 +236,7 @@ pub struct PreflightArgs {
     pub termination_log: Option<PathBuf>,
 }
 
-/// `wipe` and `verify-wipe` (SPEC §2.4).
+/// `wipe` and `verify-wipe` (docs/commands.md § wipe).
 #[derive(Debug, Args)]
 pub struct WipeArgs {
     /// Where the data lives.
@@ -250,7 +250,7 @@ pub struct WipeArgs {
     pub allow_lost_found: bool,
 }
 
-/// `install` (SPEC §2.7).
+/// `install` (docs/commands.md § install).
 #[derive(Debug, Args)]
 pub struct InstallArgs {
     /// Directory to copy this binary into, as `<dest>/etcd-member-agent` (required; it must exist and be writable).
@@ -264,7 +264,7 @@ pub struct InstallArgs {
     pub check_timeout: Duration,
 }
 
-/// `pod-check` (SPEC §2.6).
+/// `pod-check` (docs/commands.md § pod-check).
 #[derive(Debug, Args)]
 pub struct PodCheckArgs {
     /// The Pod to check (the downward API's metadata.name; required).
@@ -284,7 +284,7 @@ pub struct PodCheckArgs {
     pub timeout: Duration,
 }
 
-/// `serve` (SPEC §2.5). The sidecar ignores `--peer-endpoints`, `--user` and
+/// `serve` (docs/commands.md § serve). The sidecar ignores `--peer-endpoints`, `--user` and
 /// `--password`: it asks only the local member, and Status and MemberList need no auth.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -408,7 +408,7 @@ fn parse_flag_env(s: &str) -> Result<bool, String> {
     }
 }
 
-/// `restore` (SPEC §2.3). The source is `--from-file`, `--from-s3`, or what
+/// `restore` (docs/commands.md § restore). The source is `--from-file`, `--from-s3`, or what
 /// `SNAPSHOT_DEST_KIND` names; the gate uses the same evidence as `preflight`.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {

@@ -1,4 +1,4 @@
-//! The decision table of SPEC §2.2 as one pure function from evidence to verdict.
+//! The decision table of docs/decision-table.md as one pure function from evidence to verdict.
 //!
 //! No I/O happens here: `cmd::preflight` gathers the evidence (directory, live
 //! cluster, operator record, env hints) and this module decides. Keeping it pure
@@ -438,7 +438,7 @@ pub struct OperatorFacts {
     pub pod_uid: Option<String>,
 }
 
-/// What the witness Lease `serve` keeps for this member said (SPEC §2.2):
+/// What the witness Lease `serve` keeps for this member said (docs/decision-table.md, the sources):
 /// it exists, so this member's etcd answered its sidecar before.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WitnessFacts {

@@ -1,4 +1,4 @@
-//! `inspect`: the offline report of a data directory (SPEC §2.1), and with
+//! `inspect`: the offline report of a data directory (docs/commands.md § inspect), and with
 //! `--upgrade-check VERSION` what would make that etcd refuse it. Read-only.
 
 use std::fmt::Write as _;

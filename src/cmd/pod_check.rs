@@ -1,4 +1,4 @@
-//! `pod-check` (SPEC §2.6): reads this member's Pod and reports hazards that are
+//! `pod-check` (docs/commands.md § pod-check): reads this member's Pod and reports hazards that are
 //! invisible while its containers run and fatal when one is recreated — a
 //! non-optional reference to a ConfigMap or Secret that no longer exists, or a
 //! container already stuck waiting for a configuration reason (field report

@@ -1,4 +1,5 @@
-//! `preflight`: may etcd start on this directory? (SPEC §2.2)
+//! `preflight`: may etcd start on this directory? (docs/commands.md § preflight,
+//! docs/decision-table.md)
 //!
 //! Gathers the evidence — the directory, the live cluster, the operator's record,
 //! env hints — within one time budget, hands it to [`verdict::decide`], and writes

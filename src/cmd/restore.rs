@@ -1,5 +1,5 @@
 //! `restore`: populate an empty data dir from a snapshot, for the first bootstrap
-//! only (SPEC §2.3).
+//! only (docs/commands.md § restore).
 //!
 //! The order is the design. First the **gate**: the same evidence `preflight`
 //! gathers (directory, live cluster, operator record, env hints) must say this is

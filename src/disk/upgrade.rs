@@ -1,4 +1,5 @@
-//! The offline upgrade check (SPEC §2.1 `--upgrade-check`, §2.2 `refuse-version`):
+//! The offline upgrade check (`inspect --upgrade-check` and preflight's `refuse-version`,
+//! docs/supported-versions.md § The offline upgrade check):
 //! what would make a given etcd version refuse or panic on a directory, read from
 //! what [`super::layout::inspect`] found. Only what etcd itself refuses blocks; a
 //! finding etcd starts with is a warning.

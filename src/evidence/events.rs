@@ -1,4 +1,4 @@
-//! Refusals and hazards as Kubernetes Events on the Pod (SPEC §2.5): what
+//! Refusals and hazards as Kubernetes Events on the Pod (docs/commands.md § serve): what
 //! `kubectl describe pod` shows, since the operator reads neither
 //! init-container statuses nor termination messages.
 //!

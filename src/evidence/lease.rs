@@ -1,4 +1,5 @@
-//! The witness outside the volume (SPEC §2.2, §2.5): a `coordination.k8s.io/v1`
+//! The witness outside the volume (docs/decision-table.md,
+//! docs/commands.md § serve): a `coordination.k8s.io/v1`
 //! Lease per member, in the Pod's namespace, named [`lease_name`] of the member
 //! (`etcd-witness-<member>`). `serve` writes it as soon as the local member
 //! answers and renews it while it runs; `preflight` and `restore` read it.

@@ -1,6 +1,6 @@
 //! The Pod linter behind `pod-check`: hazards in this member's own Pod that are
-//! invisible while its containers run and fatal when one is recreated (SPEC §2.6,
-//! field report #373).
+//! invisible while its containers run and fatal when one is recreated (docs/commands.md
+//! § pod-check; the operator's issue #373).
 //!
 //! In-place adoption deleted the legacy `etcd-cluster-state` ConfigMap while the
 //! member Pods kept an `envFrom` reference to it. Nothing showed until a node
@@ -613,7 +613,7 @@ pub fn is_config_waiting_reason(reason: &str, message: &str) -> bool {
 /// Containers and init containers waiting with a configuration reason (see
 /// [`is_config_waiting_reason`]).
 ///
-/// SPEC §2.6 adds "and `restartCount == 0`". This reports such a container
+/// The contract (docs/commands.md § pod-check) adds "and `restartCount == 0`". This reports such a container
 /// whatever its restart count: a container that cannot be created never
 /// restarts, so a count of 1–4 from earlier crashes stays frozen below the
 /// operator's threshold of 5 just as 0 does, and a container in this state is

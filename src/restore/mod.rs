@@ -1,4 +1,4 @@
-//! The pieces of `restore` (SPEC §2.3), composed by [`crate::cmd::restore`]:
+//! The pieces of `restore` (docs/commands.md § restore), composed by [`crate::cmd::restore`]:
 //! fetching a snapshot into a staging directory while hashing it ([`fetch`],
 //! [`s3`]), checking its SHA-256 trailer ([`trailer`]), finding and running the
 //! version-matched restore tool ([`tool`]), verifying the staged directory's

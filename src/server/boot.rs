@@ -9,8 +9,8 @@
 //! perhaps an older one, and an unknown or missing field must not cost the sidecar
 //! the fields it does understand.
 //!
-//! As a native sidecar (an init container with `restartPolicy: Always`, SPEC
-//! §2.5) `serve` starts *before* `preflight`, so the file does not exist yet when
+//! As a native sidecar (an init container with `restartPolicy: Always`,
+//! docs/commands.md § serve) `serve` starts *before* `preflight`, so the file does not exist yet when
 //! it starts, and a refusing `preflight` is retried by the kubelet and may write
 //! another verdict later. The file is therefore polled for the life of the
 //! process: each read bounded in bytes and in time, a file of an earlier Pod start

@@ -1,4 +1,4 @@
-//! The sidecar keeps the witness Lease (`evidence::lease`, SPEC §2.5): written
+//! The sidecar keeps the witness Lease (`evidence::lease`, docs/commands.md § serve): written
 //! as soon as the local member answers, renewed every `--witness-interval`,
 //! read once at boot so its raft index is a high-water mark for `/readyz` (a
 //! restart of `serve`, or a new Pod whose emptyDir is empty, keeps the mark).

@@ -518,7 +518,7 @@ fn the_example_pod_wires_install_restore_preflight_and_serve_together() {
         .map(name)
         .collect();
     // The sidecar is a native sidecar started first, so it runs while
-    // preflight decides (SPEC §2.5); the other init containers run to completion.
+    // preflight decides (docs/commands.md § serve); the other init containers run to completion.
     assert_eq!(inits, ["agent", "install", "restore", "preflight"]);
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()

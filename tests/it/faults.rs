@@ -2,7 +2,7 @@
 //! write is lost when every member start goes through `preflight`
 //! (docs/fault-schedules.md).
 //!
-//! * The SPEC §1 schedule, deterministic: in baseline mode (members restart with
+//! * The wiped-voter schedule, deterministic: in baseline mode (members restart with
 //!   their frozen flags) the acknowledged write is lost and the replica that held
 //!   it diverges; guarded, the wiped member is refused with exit 10, the cluster
 //!   waits for the member holding the write, and nothing is lost.
@@ -16,15 +16,15 @@ use std::time::Duration;
 use crate::common::*;
 use crate::fault_sched::*;
 
-/// The key of the SPEC's write W.
+/// The key of the wiped-voter schedule's write W.
 const W: &str = "w/spec/W";
 const W_VALUE: &str = "acknowledged while m1 was frozen";
 
 /// How the member that missed W (m1, frozen while W was acknowledged) comes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Lagging {
-    /// SIGCONT after a freeze longer than rafthttp's 5 s read deadline — the
-    /// SPEC's words.
+    /// SIGCONT after a freeze longer than rafthttp's 5 s read deadline — as first
+    /// measured.
     Thaw,
     /// The hung process is killed and restarted (a liveness probe's way): its
     /// socket buffers die with it, so W cannot arrive late.
@@ -49,7 +49,7 @@ impl Lagging {
     }
 }
 
-/// What one run of the SPEC schedule showed.
+/// What one run of the wiped-voter schedule showed.
 struct SpecRun {
     /// `preflight`'s answer to m2's restart (guarded only).
     refusal: Option<Preflight>,
@@ -65,7 +65,7 @@ struct SpecRun {
     outcome: Outcome,
 }
 
-/// SPEC §1 with the harness's names. The roles follow from how the operator seeds
+/// The wiped-voter schedule with the harness's names. The roles follow from how the operator seeds
 /// a cluster: only the last member added (m2) has an `--initial-cluster` naming
 /// every member, so only it can rejoin with `=existing` on an empty directory (m1's
 /// frozen flags name m0 and m1 only: etcd exits with "member count is unequal").
@@ -80,7 +80,7 @@ fn spec_schedule(version: EtcdVersion, mode: Mode, lagging: Lagging) -> SpecRun 
     fc.begin();
     let schedule = Schedule::parse(3, &format!("freeze m1, {}", lagging.faults())).unwrap();
     eprintln!(
-        "SPEC §1 schedule ({lagging:?}), {} mode, {version}: 3 members formed in {:.1?}\n  {schedule} (W acknowledged after the freeze)",
+        "wiped-voter schedule ({lagging:?}), {} mode, {version}: 3 members formed in {:.1?}\n  {schedule} (W acknowledged after the freeze)",
         mode.label(),
         fc.cluster.formed_in()
     );
@@ -199,7 +199,7 @@ fn spec_schedule(version: EtcdVersion, mode: Mode, lagging: Lagging) -> SpecRun 
 /// The baseline loses W. Whether a *thawed* m1 has W depends on a race inside
 /// etcd (on thaw, does m1 read the MsgApp buffered in its socket before its
 /// expired read deadline closes the stream?): etcd 3.4.23 drops it, 3.5.1 was seen
-/// reading it. So the attempts are bounded: the SPEC's thaw first, then m1
+/// reading it. So the attempts are bounded: the first measurement's thaw first, then m1
 /// restarted (its buffers die with the process), and the loss must be seen at
 /// least once; each attempt prints what it saw.
 fn spec_schedule_loses_the_write_in_baseline_mode(version: EtcdVersion) {
@@ -227,7 +227,7 @@ fn spec_schedule_loses_the_write_in_baseline_mode(version: EtcdVersion) {
         seen.push(what);
     }
     panic!(
-        "the SPEC §1 schedule lost nothing in baseline mode on {version}:\n{}",
+        "the wiped-voter schedule lost nothing in baseline mode on {version}:\n{}",
         seen.join("\n")
     );
 }
@@ -255,7 +255,7 @@ fn spec_schedule_loses_nothing_when_guarded(version: EtcdVersion) {
     );
     assert!(
         run.check.clean(),
-        "guarded SPEC schedule failed the check:\n{}",
+        "guarded wiped-voter schedule failed the check:\n{}",
         run.outcome.details()
     );
     assert_eq!(run.check.acked, 2);

@@ -1257,7 +1257,7 @@ async fn the_example_overlays_resource_names_deny_another_members_record_and_unl
 }
 
 // ---------------------------------------------------------------------------
-// The witness Lease (SPEC §2.2, §2.5): serve writes it, preflight and restore
+// The witness Lease (docs/decision-table.md, docs/commands.md § serve): serve writes it, preflight and restore
 // read it.
 
 fn leases(client: &Client, ns: &str) -> Api<k8s_openapi::api::coordination::v1::Lease> {
@@ -1523,7 +1523,7 @@ async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_b
         .source(step, "witness", true, "");
 }
 
-/// One refusal, visible three ways (issue 14; SPEC §2.2, §2.5), where the
+/// One refusal, visible three ways (issue 14; docs/commands.md § serve), where the
 /// operator and people look: real etcd 3.6 formed the cluster and the operator
 /// latched both IDs; the volume is wiped and the Pod recreated. `serve` starts
 /// first, as the native sidecar does, with the shipped Role and a real token,

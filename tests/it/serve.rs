@@ -578,7 +578,7 @@ fn write_verdict(path: &std::path::Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// `serve` as a native sidecar (SPEC §2.5): started before preflight, so before
+/// `serve` as a native sidecar (docs/commands.md § serve): started before preflight, so before
 /// the verdict file exists and before etcd runs. It says it waits for the
 /// verdict, never takes an earlier Pod start's file, picks up this start's
 /// refusal when preflight writes it (readiness, metrics, gRPC), follows the

@@ -1,4 +1,4 @@
-//! The `/readyz` high-water mark without Kubernetes (issue 17, SPEC §2.5): the
+//! The `/readyz` high-water mark without Kubernetes (issue 17, docs/commands.md § serve): the
 //! witness file beside the verdict file keeps the highest raft index a consistent
 //! member reached, across restarts of `serve`, and a member seen below it stays
 //! not ready even when new writes push its index past the mark.

@@ -1,7 +1,7 @@
 //! The release binary runs where the agent is deployed: a distroless etcd image
 //! with no libc, no loader and no NSS modules. Peer endpoints are host names in
 //! Kubernetes, so a statically linked glibc must still resolve them from
-//! `/etc/hosts` and DNS (SPEC §4).
+//! `/etc/hosts` and DNS.
 //!
 //! These tests need the static build: `AGENT_STATIC_BIN=$(scripts/build-static)`
 //! (`scripts/test` sets it). Without it they say so loudly and pass, except under

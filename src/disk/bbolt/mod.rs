@@ -27,7 +27,7 @@
 //! * Deeper checks are left to the walk that needs them: opening reads two meta
 //!   pages only, so an inspector can report the txid of a file whose tree is broken.
 //!
-//! The on-disk format is described in `etcd-on-disk.md` (section bbolt); the
+//! The on-disk format is described in `docs/on-disk-format.md` § bbolt; the
 //! reference implementation is bbolt v1.3.6 `page.go`, `db.go`, `cursor.go`.
 
 use std::path::{Path, PathBuf};

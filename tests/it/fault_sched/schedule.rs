@@ -11,7 +11,7 @@
 //!   restart, a container-only restart that skips the init containers, a volume
 //!   swapped for an earlier incarnation's, and a re-added member whose first
 //!   start fails) over all members;
-//! * **lagging voter**: the SPEC §1 pattern with random roles, orders and pauses:
+//! * **lagging voter**: the wiped-voter pattern with random roles, orders and pauses:
 //!   `f` members frozen while writes are acknowledged without them (for 0.3–1.5 s,
 //!   or 5.5–7 s: past rafthttp's 5 s read deadline), up to `f` of the members
 //!   holding those writes wiped, the rest of the holders killed (each with
@@ -142,7 +142,7 @@ impl Fault {
 pub enum Shape {
     /// Faults drawn one by one.
     Random,
-    /// The SPEC §1 pattern with random roles.
+    /// The wiped-voter pattern with random roles.
     LaggingVoter,
     /// Given explicitly (`FAULT_SEQUENCE`, or a test).
     Explicit,
@@ -461,7 +461,7 @@ mod tests {
         }
     }
 
-    /// SPEC §1 with the harness's names: m1 frozen (past the 5 s read deadline)
+    /// The wiped-voter schedule with the harness's names: m1 frozen (past the 5 s read deadline)
     /// while W is acknowledged by m0 and m2; m2 wiped; m0 killed; m1 thawed; m2
     /// restarted on its empty directory. And the variant where the hung m1 is
     /// killed and restarted instead of thawed.
@@ -495,10 +495,10 @@ mod tests {
                 long_freeze && steps.starts_with(spec)
             });
             let seed = hit.unwrap_or_else(|| {
-                panic!("no seed below 20000 generates the SPEC schedule ({name})")
+                panic!("no seed below 20000 generates the wiped-voter schedule ({name})")
             });
             eprintln!(
-                "seed {seed} generates the SPEC §1 schedule ({name}): {}",
+                "seed {seed} generates the wiped-voter schedule ({name}): {}",
                 Schedule::generate(seed, 3)
             );
         }
