@@ -217,17 +217,37 @@ fn a_cluster_seeded_on_3_5_upgrades_member_by_member_to_3_6_then_3_7_with_every_
         v.run
     );
     cluster[0].start();
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => eprintln!(
-            "etcd 3.6.16 on a 3.7.3 dir: {}",
-            msg.lines()
-                .last()
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect::<String>()
-        ),
-        other => panic!("etcd 3.6 was expected to refuse the 3.7 dir: {other:?}"),
+    let msg = assert_etcd_exits(
+        &cluster[0],
+        None,
+        "etcd 3.6 was expected to refuse the 3.7 dir",
+    );
+    eprintln!(
+        "etcd 3.6.16 on a 3.7.3 dir: {}",
+        msg.lines()
+            .last()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect::<String>()
+    );
+}
+
+/// Waits (30 s at most) for `m`'s etcd, just started, to exit as etcd itself
+/// refuses or panics on a directory, and returns its exit message. Fails when it
+/// becomes healthy, cannot bind, or exits without `why` in its message or log.
+fn assert_etcd_exits(m: &Member, why: Option<&str>, expected: &str) -> String {
+    match m.try_wait_healthy(Duration::from_secs(30)) {
+        Err(WaitError::Exited(msg)) => {
+            if let Some(why) = why {
+                assert!(
+                    msg.contains(why) || m.log_since_start().contains(why),
+                    "{expected}, and it exited for another reason: {msg}"
+                );
+            }
+            msg
+        }
+        other => panic!("{expected}: {other:?}"),
     }
 }
 
@@ -300,16 +320,11 @@ fn etcd_3_7_panics_on_the_3_5_v2_entries_a_3_6_member_never_snapshotted_past() {
     let v = preflight(&cluster.agent_env(0));
     v.expect("3.7 on v2 entries it cannot decode", 16, "refuse-version");
     cluster[0].start();
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains("unmarshal should never fail")
-                || cluster[0]
-                    .log_since_start()
-                    .contains("unmarshal should never fail"),
-            "etcd 3.7 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.7 was expected to panic on the 3.5 v2 entries: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some("unmarshal should never fail"),
+        "etcd 3.7 was expected to panic on the 3.5 v2 entries",
+    );
     eprintln!(
         "etcd 3.7.3 on a 3.5.35 -> 3.6.16 dir without a snapshot: {}",
         cluster[0]
@@ -395,16 +410,11 @@ fn etcd_3_6_panics_on_v2_api_writes_of_a_3_5_member_and_preflight_refuses_first(
 
     // 3.6 no longer has --enable-v2.
     cluster[0].start_with(|f| f.extra_args.retain(|a| a != "--enable-v2"));
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains("detected disallowed v2 WAL")
-                || cluster[0]
-                    .log_since_start()
-                    .contains("detected disallowed v2 WAL"),
-            "etcd 3.6 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.6 was expected to panic on the v2 writes: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some("detected disallowed v2 WAL"),
+        "etcd 3.6 was expected to panic on the v2 writes",
+    );
 }
 
 /// A 3.6 → 3.5 downgrade as etcd runs it, and the start that would break a
@@ -559,16 +569,11 @@ fn etcd_3_6_refuses_custom_v2_store_content_and_preflight_refuses_first_36() {
     let v = preflight(&cluster.agent_env(0));
     v.expect("3.6 on custom v2 store content", 16, "refuse-version");
     cluster[0].start_with(|f| f.extra_args.retain(|a| a != "--enable-v2"));
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains("detected disallowed custom content in v2store")
-                || cluster[0]
-                    .log_since_start()
-                    .contains("detected disallowed custom content in v2store"),
-            "etcd 3.6 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.6 was expected to refuse the v2 store: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some("detected disallowed custom content in v2store"),
+        "etcd 3.6 was expected to refuse the v2 store",
+    );
 
     // Under write-only-skip-check both let it through, and 3.6 serves.
     let mut env = cluster.agent_env(0);
@@ -640,16 +645,11 @@ fn etcd_3_6_refuses_learner_flags_3_5_1_left_stale_and_preflight_refuses_first_3
     let v = preflight(&cluster.agent_env(0));
     v.expect("3.6 on stale learner flags", 16, "refuse-version");
     cluster[0].start();
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains("too many learner members")
-                || cluster[0]
-                    .log_since_start()
-                    .contains("too many learner members"),
-            "etcd 3.6 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.6 was expected to refuse the learners: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some("too many learner members"),
+        "etcd 3.6 was expected to refuse the learners",
+    );
 
     // With --max-learners 2 both let every member through, and 3.6 serves;
     // the stale flags stay a warning (3.6 starts on them; 3.7 would read them).
@@ -777,13 +777,11 @@ fn etcd_3_5_refuses_a_dir_downgrading_to_3_6_and_preflight_refuses_first_37() {
     preflight(&cluster.agent_env(0)).expect("3.5 while downgrading to 3.6", 16, "refuse-version");
     cluster[0].start();
     let refused = "server version is not allowed to join when downgrade is enabled";
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains(refused) || cluster[0].log_since_start().contains(refused),
-            "etcd 3.5 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.5 was expected to refuse the downgrade to 3.6: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some(refused),
+        "etcd 3.5 was expected to refuse the downgrade to 3.6",
+    );
 
     cluster.member_mut(0).set_version(EtcdVersion::V3_6);
     preflight(&cluster.agent_env(0)).expect("the downgrade's target, 3.6", 0, "start");
@@ -832,11 +830,9 @@ fn etcd_3_5_refuses_a_dir_downgrading_to_3_6_and_preflight_refuses_first_37() {
     );
     cluster[0].start();
     let malformed = "failed to unmarshal downgrade information";
-    match cluster[0].try_wait_healthy(Duration::from_secs(30)) {
-        Err(WaitError::Exited(msg)) => assert!(
-            msg.contains(malformed) || cluster[0].log_since_start().contains(malformed),
-            "etcd 3.6 exited for another reason: {msg}"
-        ),
-        other => panic!("etcd 3.6 was expected to panic on the malformed value: {other:?}"),
-    }
+    assert_etcd_exits(
+        &cluster[0],
+        Some(malformed),
+        "etcd 3.6 was expected to panic on the malformed value",
+    );
 }

@@ -441,9 +441,10 @@ pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
             // record, or no threads: the sequential pass.
             _ => scan_segment(seg, &mut st, &mut buf)?,
         };
-        let failure = end.failure;
-        valid_end = (i, failure.as_ref().map_or(end.pos, |(offset, _)| *offset));
-        match failure {
+        valid_end = (i, end.valid_offset());
+        // The rule across segments: a torn-looking frame is a torn tail in the
+        // last segment only, corruption anywhere before it.
+        match end.failure {
             Some((offset, Fail::Torn(reason))) if is_last => {
                 torn_tail = Some(TornTail {
                     path: seg.path.clone(),

@@ -14,6 +14,18 @@ pub(super) struct SegEnd {
     pub(super) pos: u64,
 }
 
+impl SegEnd {
+    /// The end of the last record that read and verified: where the frame that
+    /// stopped the scan starts, or where the scan ended. What that failure means
+    /// (a torn tail, repairable, or corruption) is not the segment's to say: it
+    /// depends on whether the segment is the log's last, which the caller knows.
+    pub(super) fn valid_offset(&self) -> u64 {
+        self.failure
+            .as_ref()
+            .map_or(self.pos, |(offset, _)| *offset)
+    }
+}
+
 /// Scans one segment into `st`, record by record, stopping at the first frame
 /// that fails.
 pub(super) fn scan_segment(
