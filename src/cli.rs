@@ -116,13 +116,21 @@ pub struct IdentityArgs {
     /// `name=peerURL,...` as given to etcd --initial-cluster.
     #[arg(long, env = "ETCD_INITIAL_CLUSTER")]
     pub initial_cluster: Option<String>,
-    /// etcd --initial-cluster-token.
-    #[arg(
-        long,
-        env = "ETCD_INITIAL_CLUSTER_TOKEN",
-        default_value = "etcd-cluster"
-    )]
-    pub initial_cluster_token: String,
+    /// etcd --initial-cluster-token, used as given (etcd hashes its bytes, spaces
+    /// included) [default: etcd-cluster, etcd's own].
+    #[arg(long, env = "ETCD_INITIAL_CLUSTER_TOKEN")]
+    pub initial_cluster_token: Option<String>,
+    /// etcd --discovery (v2 discovery): a cluster formed through it hashes its
+    /// founders' IDs with this URL instead of the token.
+    #[arg(long, env = "ETCD_DISCOVERY")]
+    pub discovery: Option<String>,
+    /// etcd --discovery-endpoints (v3 discovery, etcd 3.6+): with them, the
+    /// founders' IDs are hashed with --discovery-token.
+    #[arg(long, env = "ETCD_DISCOVERY_ENDPOINTS")]
+    pub discovery_endpoints: Option<String>,
+    /// etcd --discovery-token (v3 discovery).
+    #[arg(long, env = "ETCD_DISCOVERY_TOKEN")]
+    pub discovery_token: Option<String>,
     /// This member's advertised peer URLs, comma separated [default: its entry in --initial-cluster].
     #[arg(long, env = "ETCD_PEER_URLS")]
     pub peer_urls: Option<String>,
@@ -131,6 +139,58 @@ pub struct IdentityArgs {
     /// --initial-cluster names only this member, else unknown].
     #[arg(long, env = "ETCD_INITIAL_CLUSTER_STATE", value_parser = ["new", "existing"])]
     pub initial_cluster_state: Option<String>,
+}
+
+/// etcd's default `--initial-cluster-token`.
+pub const DEFAULT_CLUSTER_TOKEN: &str = "etcd-cluster";
+
+/// The token etcd hashed a bootstrap member's ID with, and whether it was
+/// configured or etcd's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormationToken {
+    /// The bytes etcd hashes: the token, or the discovery URL or token.
+    pub value: String,
+    /// Set through a flag or env var (not etcd's default).
+    pub given: bool,
+    /// The cluster bootstraps through discovery: its founders come from the
+    /// discovery service, not from --initial-cluster.
+    pub discovery: bool,
+}
+
+impl IdentityArgs {
+    /// The token etcd's `PeerURLsMapAndToken` picks (3.4–3.7): the v2
+    /// discovery URL, else with v3 discovery endpoints the discovery token, else
+    /// `--initial-cluster-token` or its default. Empty values count as unset,
+    /// as etcd's flag parsing takes them; other values are used byte for byte.
+    pub fn formation_token(&self) -> FormationToken {
+        let set = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
+        if let Some(url) = set(&self.discovery) {
+            return FormationToken {
+                value: url,
+                given: true,
+                discovery: true,
+            };
+        }
+        if set(&self.discovery_endpoints).is_some() {
+            return FormationToken {
+                value: set(&self.discovery_token).unwrap_or_default(),
+                given: true,
+                discovery: true,
+            };
+        }
+        match set(&self.initial_cluster_token) {
+            Some(value) => FormationToken {
+                value,
+                given: true,
+                discovery: false,
+            },
+            None => FormationToken {
+                value: DEFAULT_CLUSTER_TOKEN.to_owned(),
+                given: false,
+                discovery: false,
+            },
+        }
+    }
 }
 
 /// How to reach etcd.

@@ -344,8 +344,15 @@ pub struct SelfFacts {
     pub derived: Option<DerivedIds>,
     /// This Pod's UID (`POD_UID`, downward API), when configured.
     pub pod_uid: Option<String>,
-    /// `--initial-cluster-token`.
+    /// The token etcd hashes a founding member's ID with:
+    /// `--initial-cluster-token` (etcd's default when unset), or the discovery
+    /// URL or token of a cluster formed through discovery.
     pub token: Option<String>,
+    /// The token was configured (a flag or env var), not etcd's default. A
+    /// member that joined with `member add` needs no token (etcd ignores it on a
+    /// join and `member add` prints none), so only a configured one tells whose
+    /// cluster a joined member's directory is.
+    pub token_given: bool,
 }
 
 impl SelfFacts {
@@ -827,6 +834,14 @@ fn decide_initialized(i: &Inputs) -> Decision {
         .then_some(&i.dir.formation),
         _ => None,
     };
+    // Whose cluster the formation names binds only a member whose own ID came
+    // from a token (a founder) or one given a token: a member that joined with
+    // `member add` and no token of its own may hold its cluster's founders in
+    // its WAL (a young leader's log from index 1), hashed with a token it was
+    // never told.
+    let formation_binds = |founders: &[FoundingMember]| {
+        i.me.token_given || founders.iter().any(|m| m.id == wal_member)
+    };
     let vouched = op
         .is_some_and(|o| o.member_id == Some(wal_member) || o.cluster_id == Some(wal_cluster))
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
@@ -835,6 +850,22 @@ fn decide_initialized(i: &Inputs) -> Decision {
         || witness
             .is_some_and(|w| w.member_id == Some(wal_member) || w.cluster_id == Some(wal_cluster))
         || same_token;
+    // Said whenever it is seen, so that a wrong token shows while a source
+    // vouches, not first at a cold start when none can.
+    if let Some(founders) = formed_with_other_token {
+        if vouched || !formation_binds(founders) {
+            warnings.push(format!(
+                "the WAL records that cluster {} was formed by {}, IDs this member's token ({}) does not derive: if this member joined it with `member add`, set ETCD_INITIAL_CLUSTER_TOKEN to the token the cluster was formed with, so that a restart with no source to vouch for the directory is not taken for an earlier incarnation's volume",
+                hex_id(wal_cluster),
+                founders
+                    .iter()
+                    .map(|m| hex_id(m.id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if i.me.token_given { "ETCD_INITIAL_CLUSTER_TOKEN" } else { "unset: etcd's default etcd-cluster" }
+            ));
+        }
+    }
 
     // A removal takes one member out and leaves the others: a list of the
     // directory's cluster ID that lacks other members the directory records,
@@ -952,7 +983,9 @@ fn decide_initialized(i: &Inputs) -> Decision {
             ),
             REMEDY_INCARNATION,
         )
-    } else if let Some(founders) = formed_with_other_token.filter(|_| !vouched) {
+    } else if let Some(founders) =
+        formed_with_other_token.filter(|f| !vouched && formation_binds(f))
+    {
         let founders: Vec<String> = founders
             .iter()
             .map(|m| format!("{} ({})", hex_id(m.id), m.peer_urls.join(",")))
@@ -2131,6 +2164,55 @@ mod tests {
             &[(i.dir.member_id.unwrap_or_default(), "m1", ME, true)],
         );
         assert_eq!(row(&i), Row::Start);
+        // Said as a warning while a source vouches, so a wrong token shows
+        // before the cold start that would refuse it.
+        let d = decide(&i);
+        assert!(
+            d.warnings.iter().any(|w| w.contains("was formed by")),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    #[test]
+    fn regression_a_member_joined_without_its_clusters_token_is_not_foreign() {
+        // Review of row 6d: a member added with `member add` (its ID random)
+        // whose leader's log still began at index 1 holds the founders' entries
+        // in its own WAL. `member add` prints no token and etcd ignores one on a
+        // join, so a member joined by hand has none: etcd's default. Refused
+        // 11 on every restart with no source to vouch (standalone: always).
+        let urls = |h: &str| vec![format!("http://{h}:2380")];
+        let token = "tenant-a";
+        let seed = FoundingMember {
+            id: crate::disk::ids::member_id(&urls("m0"), token),
+            peer_urls: urls("m0"),
+        };
+        let cluster = crate::disk::ids::cluster_id(&[seed.id]);
+        let mut i = initialized(0x5eed_0000_0000_0001, cluster);
+        i.me.derived = None;
+        i.me.token = Some("etcd-cluster".into());
+        i.me.token_given = false;
+        i.dir.formation = vec![seed];
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Start, "{d:?}");
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("was formed by") && w.contains("etcd's default")),
+            "{:?}",
+            d.warnings
+        );
+        // A token given that the cluster was not formed with: the operator's
+        // earlier incarnation (it gives every member the cluster's token).
+        i.me.token = Some("tenant-a-incarnation-2".into());
+        i.me.token_given = true;
+        assert_eq!(row(&i), Row::ForeignFormation);
+        // The directory's own member a founder: its ID came from a token, and
+        // not from this one, whether given or etcd's default.
+        i.dir.member_id = Some(i.dir.formation[0].id);
+        i.me.token = Some("etcd-cluster".into());
+        i.me.token_given = false;
+        assert_eq!(row(&i), Row::ForeignFormation);
     }
 
     fn witness(member: u64, cluster: u64) -> Answer<Option<WitnessFacts>> {

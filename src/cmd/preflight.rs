@@ -266,9 +266,15 @@ impl Config {
             Some(_) => false,
             None => self_only_initial_cluster,
         };
-        let token = a.identity.initial_cluster_token.trim();
+        // The bytes etcd hashes, as given (etcd trims nothing). Under
+        // discovery the founders are the discovery service's, not
+        // --initial-cluster's: no IDs follow from the flags.
+        let formation = a.identity.formation_token();
+        let token = formation.value.as_str();
         let derived = match (&initial, &name) {
-            (Some(ic), Some(n)) if bootstrap_member && !token.is_empty() => {
+            (Some(ic), Some(n))
+                if bootstrap_member && !formation.discovery && !token.is_empty() =>
+            {
                 let ids = ids::bootstrap_ids(ic, token);
                 ids.get(n).map(|&member_id| verdict::DerivedIds {
                     member_id,
@@ -331,6 +337,7 @@ impl Config {
                 derived,
                 pod_uid: a.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
                 token: Some(token.to_owned()).filter(|t| !t.is_empty()),
+                token_given: formation.given,
             },
             etcd,
             kube,

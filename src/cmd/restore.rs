@@ -219,9 +219,13 @@ impl Plan {
         })?;
         let parsed =
             ids::parse_initial_cluster(&initial_cluster).map_err(|e| usage(e.to_string()))?;
-        let token = id.initial_cluster_token.trim().to_string();
-        if token.is_empty() {
-            return Err(usage("--initial-cluster-token must not be empty"));
+        // Used as given: etcd hashes the token's bytes, spaces included.
+        let token = id
+            .initial_cluster_token
+            .clone()
+            .unwrap_or_else(|| crate::cli::DEFAULT_CLUSTER_TOKEN.to_owned());
+        if token.trim().is_empty() {
+            return Err(usage("--initial-cluster-token must not be blank"));
         }
         let expected = Expected::derive(&parsed, &name, &token).ok_or_else(|| {
             usage(format!(

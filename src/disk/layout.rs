@@ -942,7 +942,7 @@ fn failed_first_start_debris(
         return Some((
             db_path,
             "file",
-            "debris of a first start killed at once (a backend db of zero bytes, never initialised, and no WAL): etcd initialises it",
+            "debris of a first start, or of an `etcdutl snapshot restore`, killed before the db was written (a backend db of zero bytes, never initialised, and no WAL): nothing was applied; etcd initialises it",
         ));
     }
     let db = Db::open(&db_path).ok()?;

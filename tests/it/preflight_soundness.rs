@@ -254,6 +254,128 @@ fn regression_a_promoted_learner_restarts_on_etcd_3_7() {
     a_promoted_learner(EtcdVersion::V3_7);
 }
 
+/// Review of row 6d: a member joined by hand (`member add`, then etcd started
+/// with what it printed, which names no token) into a young cluster formed with
+/// a token of its own. The leader's log still began at index 1, so the member's
+/// own WAL holds the founders' entries, hashed with a token it was never given:
+/// `refuse-foreign` (row 6d) on every restart with no peer to vouch, for good
+/// when standalone. A token given that the cluster was not formed with stays
+/// refused: the operator gives every member its cluster's token, so that is an
+/// earlier incarnation's volume.
+fn a_member_joined_without_its_clusters_token(version: EtcdVersion) {
+    let mut cluster = Cluster::builder(version)
+        .members(1)
+        .token("tenant-a-formed")
+        .start();
+    cluster.add_member("m1");
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/joined");
+    for i in (0..2).rev() {
+        cluster[i].stop().expect("it ran");
+    }
+    let joined = without(
+        &without(&cluster.agent_env(1), "ETCD_INITIAL_CLUSTER_TOKEN"),
+        "ETCD_PEER_ENDPOINTS",
+    );
+
+    let step = "a member joined without a token, standalone, restarted";
+    let v = preflight(&joined);
+    v.expect(step, 0, "start").warns(step, "was formed by");
+    let formation = v.doc()["data_dir"]["formation"].as_array().cloned();
+    assert_eq!(
+        formation.map(|f| f.len()),
+        Some(1),
+        "{step}: the joined member's WAL holds the seed's founding entry\n{}",
+        v.run
+    );
+    let step = "the same directory under a token its cluster was not formed with";
+    preflight(&with(
+        &joined,
+        "ETCD_INITIAL_CLUSTER_TOKEN",
+        "tenant-a-incarnation-2",
+    ))
+    .expect(step, 11, "refuse-foreign")
+    .row(step, "6d");
+    let step = "the same directory with its cluster's token";
+    preflight(&with(
+        &joined,
+        "ETCD_INITIAL_CLUSTER_TOKEN",
+        "tenant-a-formed",
+    ))
+    .expect(step, 0, "start");
+
+    for i in 0..2 {
+        cluster[i].start();
+    }
+    for i in 0..2 {
+        cluster[i].wait_healthy();
+    }
+    assert_eq!(cluster.get("tenant/config").as_deref(), Some("precious"));
+}
+
+#[test]
+fn regression_a_member_joined_without_its_clusters_token_restarts_on_etcd_3_5() {
+    a_member_joined_without_its_clusters_token(EtcdVersion::V3_5);
+}
+
+#[test]
+fn regression_a_member_joined_without_its_clusters_token_restarts_on_etcd_3_6() {
+    a_member_joined_without_its_clusters_token(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_a_member_joined_without_its_clusters_token_restarts_on_etcd_3_7() {
+    a_member_joined_without_its_clusters_token(EtcdVersion::V3_7);
+}
+
+/// Review of row 6d: a cluster formed through discovery. etcd hashes its
+/// founders' IDs with the discovery URL (v2, `--discovery`) or the discovery
+/// token (v3, `--discovery-endpoints` with `--discovery-token`), not with
+/// `--initial-cluster-token` (`PeerURLsMapAndToken`, 3.4–3.7), so every member,
+/// the founders too, was refused 11 with nothing to vouch. The directory here
+/// is formed with that URL as the token: the bytes etcd hashes under discovery,
+/// without a discovery service on loopback.
+fn a_cluster_formed_through_discovery(version: EtcdVersion) {
+    let discovery = "https://discovery.example.net/6c0ffee";
+    let cluster = Cluster::builder(version)
+        .members(1)
+        .token(discovery)
+        .start();
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/discovered");
+    cluster[0].stop().expect("it ran");
+    let env = without(
+        &without(&cluster.agent_env(0), "ETCD_INITIAL_CLUSTER_TOKEN"),
+        "ETCD_PEER_ENDPOINTS",
+    );
+
+    let step = "a discovery-formed founder restarted, v2 discovery";
+    preflight(&with(&env, "ETCD_DISCOVERY", discovery)).expect(step, 0, "start");
+    let step = "the same, v3 discovery";
+    preflight(&with(
+        &with(&env, "ETCD_DISCOVERY_ENDPOINTS", "http://127.0.0.1:1"),
+        "ETCD_DISCOVERY_TOKEN",
+        discovery,
+    ))
+    .expect(step, 0, "start");
+    let step = "the same founder with the discovery settings left out";
+    preflight(&env).expect(step, 11, "refuse-foreign");
+
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    assert_eq!(cluster.get("tenant/config").as_deref(), Some("precious"));
+}
+
+#[test]
+fn regression_a_cluster_formed_through_discovery_restarts_on_etcd_3_6() {
+    a_cluster_formed_through_discovery(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_a_cluster_formed_through_discovery_restarts_on_etcd_3_7() {
+    a_cluster_formed_through_discovery(EtcdVersion::V3_7);
+}
+
 /// Case 1: the seed's PVC holds an earlier cluster of the same name (same member
 /// name and peer URL, another token). Nothing is recorded yet for the new
 /// cluster: preflight and restore must refuse, touching nothing.
