@@ -378,9 +378,23 @@ fn failed_first_starts_are_joined_never_refused(version: EtcdVersion) {
     let tally = run(&cfg);
     assert_guarded_lost_nothing(&tally);
     let joins = tally.counters.verdicts.get("join").copied().unwrap_or(0);
+    // A join killed after it published (a loaded machine, the 200 ms kill)
+    // is a member the cluster counts as started: its empty WAL is refused as
+    // `refuse-empty-formed` and the remedy brings it back. Nothing else may be.
+    let published = tally.counters.joins_killed_after_publishing;
+    let refused_as_started = tally
+        .counters
+        .refusals
+        .keys()
+        .all(|v| v == "refuse-empty-formed");
     assert!(
-        tally.counters.refusals.is_empty() && joins >= 3 && tally.counters.remedies == 0,
-        "every failed first start joined again without a refusal or remedy:\n{}",
+        joins >= 3
+            && if published == 0 {
+                tally.counters.refusals.is_empty() && tally.counters.remedies == 0
+            } else {
+                refused_as_started && tally.counters.remedies <= published
+            },
+        "every failed first start joined again without a refusal or remedy ({published} killed after publishing):\n{}",
         tally.report()
     );
 }

@@ -358,6 +358,7 @@ impl Tally {
             "remedies": self.counters.remedies,
             "crash_loop_remedies": self.counters.crash_remedies,
             "etcd_crashes": self.counters.crashes,
+            "joins_killed_after_publishing": self.counters.joins_killed_after_publishing,
             "anomalies": self.counters.anomalies,
             "failures": self.failures,
             "elapsed_s": self.elapsed.as_secs(),
@@ -394,7 +395,7 @@ impl Tally {
              \x20 foreign cluster IDs:        {}; unanswered: {}; heal/harness errors: {}\n\
              \x20 preflight verdicts:         {}\n\
              \x20 refusals by verdict:        {}\n\
-             \x20 remedies:                   {} (after crash loops: {}); etcd crashes: {}\n\
+             \x20 remedies:                   {} (after crash loops: {}); etcd crashes: {}; joins killed after publishing: {}\n\
              \x20 anomalies:                  {}\n",
             self.mode,
             self.version,
@@ -417,6 +418,7 @@ impl Tally {
             self.counters.remedies,
             self.counters.crash_remedies,
             self.counters.crashes,
+            self.counters.joins_killed_after_publishing,
             if self.counters.anomalies.is_empty() {
                 "none".to_string()
             } else {

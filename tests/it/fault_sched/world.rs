@@ -112,6 +112,11 @@ pub struct Counters {
     pub crash_remedies: usize,
     /// etcd processes that exited on their own.
     pub crashes: usize,
+    /// Joins killed after the member was already listed as started (it
+    /// published its name before the kill, so the cluster counts it as having
+    /// started): an empty directory or WAL under it is then refused as any
+    /// started member's is (`refuse-empty-formed`, the remedy brings it back).
+    pub joins_killed_after_publishing: usize,
     /// Things the guard should never say here (`bootstrap` for a formed cluster,
     /// `join` outside a remedy).
     pub anomalies: Vec<String>,
@@ -129,6 +134,7 @@ impl Counters {
         self.remedies += other.remedies;
         self.crash_remedies += other.crash_remedies;
         self.crashes += other.crashes;
+        self.joins_killed_after_publishing += other.joins_killed_after_publishing;
         self.anomalies.extend(other.anomalies.iter().cloned());
     }
 }
@@ -406,8 +412,25 @@ impl FaultCluster {
                     "already exited"
                 };
                 let left = debris(m);
+                let (name, peer) = (m.name().to_string(), m.peer_url().to_string());
+                // Listed with its name: it published before the kill, so the
+                // cluster counts it as started, whatever its directory holds.
+                let published = match self.live_entry(&name, &peer) {
+                    Ok(Some(e)) => e["name"].as_str().is_some_and(|n| !n.is_empty()),
+                    _ => false,
+                };
+                if published {
+                    self.counters.joins_killed_after_publishing += 1;
+                }
                 self.first_start_failed.insert(i);
-                self.event(format!("{fault}: started to join, {how}; left {left}"));
+                self.event(format!(
+                    "{fault}: started to join, {how}{}; left {left}",
+                    if published {
+                        " after it published (listed as started)"
+                    } else {
+                        ""
+                    }
+                ));
                 None
             }
             _ => None,
