@@ -188,10 +188,7 @@ mod tests {
             vec![(1, "crate::server")]
         );
         assert_eq!(
-            violations(
-                "disk/x.rs",
-                "    #[serde(with = \"crate::output::serde_hex\")]\n"
-            ),
+            violations("disk/x.rs", "    #[serde(with = \"crate::output::hex\")]\n"),
             vec![(1, "crate::output")]
         );
         assert_eq!(

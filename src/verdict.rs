@@ -17,7 +17,7 @@
 use serde::Serialize;
 
 use crate::disk::ids::comparable_url;
-use crate::disk::ids::hex_id;
+use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::layout::{DirState, FoundingMember};
 use crate::disk::upgrade::UpgradeCheck;
 use crate::exit::Exit;
@@ -285,9 +285,9 @@ pub struct DirFacts {
     /// etcd holds the WAL or backend locks.
     pub running: bool,
     /// The member ID in the WAL metadata.
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// The cluster ID in the WAL metadata.
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// The peer URLs the directory's own membership records for its member ID
     /// (`None` when the directory does not say).
     pub recorded_peer_urls: Option<Vec<String>>,
@@ -298,9 +298,9 @@ pub struct DirFacts {
     /// directory is initialized as far as etcd is concerned.
     pub empty_log: bool,
     /// The member IDs of the directory's own membership.
-    pub recorded_members: Vec<u64>,
+    pub recorded_members: Vec<MemberId>,
     /// Member IDs the directory records as removed.
-    pub removed_ids: Vec<u64>,
+    pub removed_ids: Vec<MemberId>,
     /// The directory records its own member's removal.
     pub self_removed: bool,
     /// The peer URLs of the WAL's own entry adding its member, while it holds it.
@@ -323,9 +323,9 @@ pub struct DirFacts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DerivedIds {
     /// `sha1(sorted peer URLs + token)` of this member's `--initial-cluster` entry.
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// From every member ID `--initial-cluster` derives.
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
 }
 
 /// Who this member is, from its flags.
@@ -368,7 +368,7 @@ impl SelfFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveMemberFacts {
     /// Its ID.
-    pub id: u64,
+    pub id: MemberId,
     /// Its name (empty until it first starts).
     pub name: String,
     /// Its peer URLs.
@@ -381,13 +381,13 @@ pub struct LiveMemberFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveFacts {
     /// The cluster ID in the response header (of the freshest answer).
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// The member list (serializable; the freshest answer's, with a member any
     /// answer saw started marked started).
     pub members: Vec<LiveMemberFacts>,
     /// Other cluster IDs some endpoints reported: the endpoints reach more than
     /// one cluster.
-    pub other_cluster_ids: Vec<u64>,
+    pub other_cluster_ids: Vec<ClusterId>,
     /// Enough members answered to trust "never started" (see
     /// `evidence::etcd::probe`).
     pub majority_heard: bool,
@@ -421,13 +421,13 @@ impl LiveFacts {
     }
 
     /// The entry with this ID.
-    pub fn member(&self, id: u64) -> Option<&LiveMemberFacts> {
+    pub fn member(&self, id: MemberId) -> Option<&LiveMemberFacts> {
         self.members.iter().find(|m| m.id == id)
     }
 
     /// The list is the leader's word on `cluster`: the freshest answer is of
     /// that cluster, and the leader and half of the voters were heard.
-    fn authoritative_for(&self, cluster: u64) -> bool {
+    fn authoritative_for(&self, cluster: ClusterId) -> bool {
         self.cluster_id == cluster && self.leader_heard && self.majority_heard
     }
 }
@@ -438,9 +438,9 @@ pub struct OperatorFacts {
     /// `EtcdMember.spec.bootstrap`: this member is the seed.
     pub bootstrap: bool,
     /// `EtcdMember.status.memberID`, latched once the member was Ready.
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// `EtcdCluster.status.clusterID`, latched once the cluster formed.
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// `EtcdMember.status.podUID`: the Pod the operator last saw for this member.
     pub pod_uid: Option<String>,
 }
@@ -452,9 +452,9 @@ pub struct WitnessFacts {
     /// The Lease's name.
     pub name: String,
     /// The member ID it records (`None` when its annotation is unreadable).
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// The cluster ID it records.
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// The raft index (high-water mark) it records.
     pub raft_index: Option<u64>,
     /// The Pod whose sidecar last wrote it.
@@ -503,9 +503,9 @@ pub struct Inputs {
     /// The witness Lease: `Answered(None)` when there is none (404).
     pub witness: Answer<Option<WitnessFacts>>,
     /// `ETCD_MEMBER_ID` when non-empty.
-    pub hint_member_id: Option<u64>,
+    pub hint_member_id: Option<MemberId>,
     /// `ETCD_CLUSTER_ID` when non-empty.
-    pub hint_cluster_id: Option<u64>,
+    pub hint_cluster_id: Option<ClusterId>,
     /// `--allow-bootstrap-without-evidence`.
     pub allow_bootstrap_without_evidence: bool,
 }
@@ -602,13 +602,18 @@ pub fn decide(i: &Inputs) -> Decision {
 }
 
 /// Records in `out` that `source` expects `expected` where the WAL has `found`.
-fn check(out: &mut Vec<String>, what: &str, source: &str, expected: Option<u64>, found: u64) {
+fn check<Id: PartialEq + std::fmt::Display>(
+    out: &mut Vec<String>,
+    what: &str,
+    source: &str,
+    expected: Option<Id>,
+    found: Id,
+) {
     if let Some(e) = expected {
         if e != found {
             out.push(format!(
                 "{what} in the WAL is {} but {source} says {}",
-                hex_id(found),
-                hex_id(e)
+                found, e
             ));
         }
     }
@@ -618,7 +623,7 @@ fn check(out: &mut Vec<String>, what: &str, source: &str, expected: Option<u64>,
 struct Recorded<'a> {
     what: &'a str,
     source: &'a str,
-    id: Option<u64>,
+    id: Option<MemberId>,
 }
 
 fn decide_initialized(i: &Inputs) -> Decision {
@@ -688,8 +693,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             };
             stale.push(format!(
                 "{} records member ID {}, {by}: a stale record of an earlier incarnation",
-                r.source,
-                hex_id(id)
+                r.source, id
             ));
         } else {
             check(&mut mismatches, r.what, r.source, Some(id), wal_member);
@@ -709,14 +713,15 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // of them, and only that cluster's list says anything about its member.
     let mut removed = false;
     if let Some(live) = live {
-        let reached: Vec<u64> = std::iter::once(live.cluster_id)
+        let reached: Vec<ClusterId> = std::iter::once(live.cluster_id)
             .chain(live.other_cluster_ids.iter().copied())
             .collect();
         if !reached.contains(&wal_cluster) {
             let source = match &live.other_cluster_ids[..] {
                 [] => "the live cluster".to_owned(),
                 others => {
-                    let others: Vec<String> = others.iter().copied().map(hex_id).collect();
+                    let others: Vec<String> =
+                        others.iter().copied().map(|id| id.to_string()).collect();
                     format!("the live cluster (other endpoints: {})", others.join(", "))
                 }
             };
@@ -732,7 +737,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 Some(m) if !m.is(&i.me) && !m.name.is_empty() => {
                     mismatches.push(format!(
                         "the live member list has member {} of the WAL as {} ({}), not this member",
-                        hex_id(wal_member),
+                        wal_member,
                         m.name,
                         m.peer_urls.join(",")
                     ));
@@ -756,7 +761,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             let others: Vec<String> = reached
                 .iter()
                 .filter(|&&c| c != wal_cluster)
-                .map(|&c| hex_id(c))
+                .map(|c| c.to_string())
                 .collect();
             warnings.push(format!(
                 "ETCD_PEER_ENDPOINTS also reaches cluster {}: fix the endpoint list",
@@ -785,7 +790,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
         if !i.me.peer_urls.is_empty() && !overlap {
             let text = format!(
                 "the directory's own membership gives member {} the peer URLs {} but this member's are {}",
-                hex_id(wal_member),
+                wal_member,
                 recorded.join(","),
                 i.me.peer_urls.join(",")
             );
@@ -856,10 +861,10 @@ fn decide_initialized(i: &Inputs) -> Decision {
         if vouched || !formation_binds(founders) {
             warnings.push(format!(
                 "the WAL records that cluster {} was formed by {}, IDs this member's token ({}) does not derive: if this member joined it with `member add`, set ETCD_INITIAL_CLUSTER_TOKEN to the token the cluster was formed with, so that a restart with no source to vouch for the directory is not taken for an earlier incarnation's volume",
-                hex_id(wal_cluster),
+                wal_cluster,
                 founders
                     .iter()
-                    .map(|m| hex_id(m.id))
+                    .map(|m| m.id.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
                 if i.me.token_given { "ETCD_INITIAL_CLUSTER_TOKEN" } else { "unset: etcd's default etcd-cluster" }
@@ -871,7 +876,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // directory's cluster ID that lacks other members the directory records,
     // or whose term is behind the directory's, is another history under the
     // same ID (a re-bootstrapped seed, a restore), not the cluster's word.
-    let others_recorded: Vec<u64> = i
+    let others_recorded: Vec<MemberId> = i
         .dir
         .recorded_members
         .iter()
@@ -882,7 +887,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
         let missing: Vec<String> = others_recorded
             .iter()
             .filter(|&&id| l.member(id).is_none())
-            .map(|&id| hex_id(id))
+            .map(|id| id.to_string())
             .collect();
         let behind = l.raft_term.is_some_and(|t| t < i.dir.term);
         if !missing.is_empty() {
@@ -913,7 +918,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
         (alone && !others.is_empty()).then(|| {
             others
                 .iter()
-                .map(|m| format!("{} ({})", hex_id(m.id), m.name))
+                .map(|m| format!("{} ({})", m.id, m.name))
                 .collect::<Vec<_>>()
                 .join(", ")
         })
@@ -933,8 +938,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Row::Rebootstrapped,
             format!(
                 "the data directory holds member {} of cluster {} alone, but the live cluster of that ID has other started members ({others}): this directory re-bootstrapped a fresh cluster with the same IDs (or is a copy from before the cluster grew); its data is not the cluster's",
-                hex_id(wal_member),
-                hex_id(wal_cluster)
+                wal_member,
+                wal_cluster
             ),
             REMEDY_EMPTY_FORMED,
         )
@@ -943,8 +948,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Row::Removed,
             format!(
                 "the data directory records the removal of its own member {} from cluster {}: the member was removed",
-                hex_id(wal_member),
-                hex_id(wal_cluster)
+                wal_member,
+                wal_cluster
             ),
             REMEDY_REMOVED,
         )
@@ -953,8 +958,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Row::Fork,
             format!(
                 "the data directory holds member {} of cluster {}; a cluster with that ID answers without it, but {why}: another history answers under this cluster ID (a re-bootstrapped or restored member), not the cluster this directory belongs to",
-                hex_id(wal_member),
-                hex_id(wal_cluster)
+                wal_member,
+                wal_cluster
             ),
             REMEDY_FORK,
         )
@@ -963,8 +968,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Row::Removed,
             format!(
                 "the data directory holds member {} of cluster {}, but the leader's member list of that cluster no longer has it while it has every other member the directory records: the member was removed",
-                hex_id(wal_member),
-                hex_id(wal_cluster)
+                wal_member,
+                wal_cluster
             ),
             REMEDY_REMOVED,
         )
@@ -976,10 +981,10 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Row::ForeignIncarnation,
             format!(
                 "the data directory holds member {} of cluster {}, but this bootstrap member's flags (--initial-cluster, --initial-cluster-token) make etcd member {} of cluster {}, and no live or operator source vouches for the directory's IDs: it belongs to another cluster, such as an earlier incarnation of a same-named one",
-                hex_id(wal_member),
-                hex_id(wal_cluster),
-                hex_id(derived.member_id),
-                hex_id(derived.cluster_id)
+                wal_member,
+                wal_cluster,
+                derived.member_id,
+                derived.cluster_id
             ),
             REMEDY_INCARNATION,
         )
@@ -988,14 +993,14 @@ fn decide_initialized(i: &Inputs) -> Decision {
     {
         let founders: Vec<String> = founders
             .iter()
-            .map(|m| format!("{} ({})", hex_id(m.id), m.peer_urls.join(",")))
+            .map(|m| format!("{} ({})", m.id, m.peer_urls.join(",")))
             .collect();
         decision(
             Row::ForeignFormation,
             format!(
                 "the data directory holds member {} of cluster {}, whose WAL records that it was formed by {}: IDs this member's --initial-cluster-token does not derive (etcd gives a founding member sha1(peer URLs + token)), and no live or operator source vouches for the directory's IDs: it belongs to a cluster formed with another token, such as an earlier incarnation of a same-named one",
-                hex_id(wal_member),
-                hex_id(wal_cluster),
+                wal_member,
+                wal_cluster,
                 founders.join(", ")
             ),
             REMEDY_INCARNATION_TOKEN,
@@ -1026,8 +1031,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
         };
         let mut reason = format!(
             "the data directory holds member {} of cluster {}, consistent with {}",
-            hex_id(wal_member),
-            hex_id(wal_cluster),
+            wal_member,
+            wal_cluster,
             checked.join(", ")
         );
         if !stale.is_empty() {
@@ -1083,11 +1088,11 @@ fn refuse_version(u: &UpgradeCheck, identity: &str) -> Decision {
 /// starts with `=existing` (and then panics `tocommit(N) is out of range`).
 /// So the question is the empty directory's — did this member start before?
 /// — and only the answer "never" lets etcd start on it.
-fn decide_empty_log(i: &Inputs, wal_member: u64, warnings: Vec<String>) -> Decision {
+fn decide_empty_log(i: &Inputs, wal_member: MemberId, warnings: Vec<String>) -> Decision {
     let empty = decide_empty(i);
     let what = format!(
         "the WAL of member {} holds no entry and no snapshot (etcd re-creates such a WAL when it starts on a wiped directory)",
-        hex_id(wal_member)
+        wal_member
     );
     let mut d = match empty.row {
         Row::EmptyFormed | Row::JoinSelfOnly => decision(
@@ -1124,7 +1129,7 @@ fn decide_empty(i: &Inputs) -> Decision {
     // A member that was removed and added again shows up unstarted under a new ID:
     // IDs the operator or env recorded for its previous incarnation are stale then.
     let readded_as = live_me.filter(|m| !m.started).map(|m| m.id);
-    let recorded_started = |id: Option<u64>| match (id, readded_as) {
+    let recorded_started = |id: Option<MemberId>| match (id, readded_as) {
         (Some(old), Some(new)) => old == new,
         (Some(_), None) => true,
         (None, _) => false,
@@ -1134,22 +1139,21 @@ fn decide_empty(i: &Inputs) -> Decision {
     if let Some(m) = live_me.filter(|m| m.started) {
         started.push(format!(
             "the live member list shows member {} ({}) as started",
-            hex_id(m.id),
-            m.name
+            m.id, m.name
         ));
     }
     if let Some(op) = op {
         if recorded_started(op.member_id) {
             started.push(format!(
                 "the EtcdMember records memberID {}",
-                hex_id(op.member_id.unwrap_or_default())
+                op.member_id.unwrap_or_default()
             ));
         }
     }
     if recorded_started(i.hint_member_id) {
         started.push(format!(
             "ETCD_MEMBER_ID is {}",
-            hex_id(i.hint_member_id.unwrap_or_default())
+            i.hint_member_id.unwrap_or_default()
         ));
     }
     // The witness exists only because this member's etcd answered its
@@ -1160,7 +1164,7 @@ fn decide_empty(i: &Inputs) -> Decision {
         let stale = matches!((w.member_id, readded_as), (Some(old), Some(new)) if old != new);
         if !stale {
             let ids = match (w.member_id, w.cluster_id) {
-                (Some(m), Some(c)) => format!("member {} of cluster {}", hex_id(m), hex_id(c)),
+                (Some(m), Some(c)) => format!("member {} of cluster {}", m, c),
                 _ => "this member (its IDs unreadable)".to_owned(),
             };
             let index = w
@@ -1182,19 +1186,16 @@ fn decide_empty(i: &Inputs) -> Decision {
         if let Some(cid) = op.and_then(|o| o.cluster_id) {
             started.push(format!(
                 "this is the seed and the EtcdCluster records clusterID {}",
-                hex_id(cid)
+                cid
             ));
         }
         if let Some(cid) = i.hint_cluster_id {
-            started.push(format!(
-                "this is the seed and ETCD_CLUSTER_ID is {}",
-                hex_id(cid)
-            ));
+            started.push(format!("this is the seed and ETCD_CLUSTER_ID is {}", cid));
         }
         if let Some(l) = live {
             started.push(format!(
                 "this is the seed and a live cluster {} already exists without it",
-                hex_id(l.cluster_id)
+                l.cluster_id
             ));
         }
     }
@@ -1213,7 +1214,7 @@ fn decide_empty(i: &Inputs) -> Decision {
     if let Some(l) = live.filter(|l| readded_as.is_some() && !l.other_cluster_ids.is_empty()) {
         let ids: Vec<String> = std::iter::once(l.cluster_id)
             .chain(l.other_cluster_ids.iter().copied())
-            .map(hex_id)
+            .map(|id| id.to_string())
             .collect();
         return decision(
             Row::JoinUntrusted,
@@ -1236,7 +1237,7 @@ fn decide_empty(i: &Inputs) -> Decision {
             format!(
                 "the data directory is empty and the live cluster {} lists this member as added but never started, \
 but {short}: a lagging member's list can miss that this member started",
-                hex_id(l.cluster_id)
+                l.cluster_id
             ),
             "list every member's client URL in ETCD_PEER_ENDPOINTS (a single Service URL is one voice) and make the leader and half of the members reachable, then restart the Pod; while the cluster has lost quorum, restore quorum first (start the members whose data is intact) — see docs/decision-table.md, row 8b",
         );
@@ -1251,7 +1252,7 @@ but {short}: a lagging member's list can miss that this member started",
                 format!(
                     "the data directory is empty and the live cluster lists this member ({}) as added but never started, \
 but its --initial-cluster names only itself: etcd cannot join with these flags",
-                    hex_id(id)
+                    id
                 ),
                 REMEDY_JOIN_FLAGS,
             );
@@ -1260,7 +1261,7 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
             Row::Join,
             format!(
                 "the data directory is empty and the live cluster lists this member ({}) as added but never started",
-                hex_id(id)
+                id
             ),
             "",
         );
@@ -1270,7 +1271,7 @@ but its --initial-cluster names only itself: etcd cannot join with these flags",
             Row::NotListed,
             format!(
                 "the data directory is empty and the live cluster {} does not list this member",
-                hex_id(l.cluster_id)
+                l.cluster_id
             ),
             "add the member first (etcdctl member add <name> --peer-urls=<url>), then restart the Pod",
         );
@@ -1391,19 +1392,19 @@ mod tests {
 
     fn initialized(member: u64, cluster: u64) -> Inputs {
         let mut i = inputs(DirState::Initialized);
-        i.dir.member_id = Some(member);
-        i.dir.cluster_id = Some(cluster);
+        i.dir.member_id = Some(MemberId::new(member));
+        i.dir.cluster_id = Some(ClusterId::new(cluster));
         i.dir.recorded_peer_urls = Some(vec![ME.into()]);
         i
     }
 
     fn live(cluster: u64, members: &[(u64, &str, &str, bool)]) -> Answer<LiveFacts> {
         Answer::Answered(LiveFacts {
-            cluster_id: cluster,
+            cluster_id: ClusterId::new(cluster),
             members: members
                 .iter()
                 .map(|&(id, name, url, started)| LiveMemberFacts {
-                    id,
+                    id: MemberId::new(id),
                     name: name.into(),
                     peer_urls: vec![url.into()],
                     started,
@@ -1427,8 +1428,8 @@ mod tests {
     fn op(bootstrap: bool, member: Option<u64>, cluster: Option<u64>) -> Answer<OperatorFacts> {
         Answer::Answered(OperatorFacts {
             bootstrap,
-            member_id: member,
-            cluster_id: cluster,
+            member_id: member.map(MemberId::new),
+            cluster_id: cluster.map(ClusterId::new),
             pod_uid: None,
         })
     }
@@ -1463,8 +1464,8 @@ mod tests {
         let mut i = initialized(1, 9);
         i.operator = op(false, Some(1), Some(9));
         i.live = live(9, &[(1, "m1", ME, true)]);
-        i.hint_member_id = Some(1);
-        i.hint_cluster_id = Some(9);
+        i.hint_member_id = Some(MemberId::new(1));
+        i.hint_cluster_id = Some(ClusterId::new(9));
         assert_eq!(verdict(&i), Verdict::Start);
         assert!(decide(&i).remedy.is_empty());
     }
@@ -1481,8 +1482,8 @@ mod tests {
             Box::new(|i| i.operator = op(false, None, Some(8))),
             Box::new(|i| i.live = live(8, &[])),
             Box::new(|i| i.live = live(9, &[(2, "m1", ME, true)])),
-            Box::new(|i| i.hint_member_id = Some(2)),
-            Box::new(|i| i.hint_cluster_id = Some(8)),
+            Box::new(|i| i.hint_member_id = Some(MemberId::new(2))),
+            Box::new(|i| i.hint_cluster_id = Some(ClusterId::new(8))),
             Box::new(|i| i.dir.recorded_peer_urls = Some(vec!["http://m2:2380".into()])),
         ];
         for (n, set) in cases.iter().enumerate() {
@@ -1508,7 +1509,7 @@ mod tests {
     fn running_wins_over_the_identity_checks() {
         let mut i = initialized(1, 9);
         i.dir.running = true;
-        i.hint_member_id = Some(2);
+        i.hint_member_id = Some(MemberId::new(2));
         assert_eq!(verdict(&i), Verdict::RefuseRunning);
     }
 
@@ -1517,7 +1518,7 @@ mod tests {
         let cases: Vec<Setter> = vec![
             Box::new(|i| i.operator = op(false, Some(1), None)),
             Box::new(|i| i.live = live(9, &[(1, "m1", ME, true)])),
-            Box::new(|i| i.hint_member_id = Some(1)),
+            Box::new(|i| i.hint_member_id = Some(MemberId::new(1))),
         ];
         for (n, set) in cases.iter().enumerate() {
             let mut i = inputs(DirState::Empty);
@@ -1533,7 +1534,7 @@ mod tests {
         let cases: Vec<Setter> = vec![
             Box::new(|i| i.operator = op(true, None, Some(9))),
             Box::new(|i| i.operator = op(true, Some(1), Some(9))),
-            Box::new(|i| i.hint_cluster_id = Some(9)),
+            Box::new(|i| i.hint_cluster_id = Some(ClusterId::new(9))),
             Box::new(|i| i.live = live(9, &[(2, "m2", "http://m2:2380", true)])),
             Box::new(|i| {
                 i.operator = op(true, None, None);
@@ -1562,7 +1563,7 @@ mod tests {
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         assert_eq!(verdict(&i), Verdict::Join);
         i.operator = op(false, None, Some(9));
-        i.hint_cluster_id = Some(9);
+        i.hint_cluster_id = Some(ClusterId::new(9));
         assert_eq!(verdict(&i), Verdict::Join);
     }
 
@@ -1580,7 +1581,9 @@ mod tests {
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
             assert!(d.reason.contains("leader"), "{d:?}");
-            i.live = altered(unstarted.clone(), |l| l.other_cluster_ids = vec![5]);
+            i.live = altered(unstarted.clone(), |l| {
+                l.other_cluster_ids = vec![ClusterId::new(5)]
+            });
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
             assert!(d.reason.contains("different clusters"), "{d:?}");
@@ -1596,7 +1599,7 @@ mod tests {
         i.operator = op(true, None, None);
         i.allow_bootstrap_without_evidence = true;
         i.live = altered(live(9, &[(2, "m1", "http://m1:2380", true)]), |l| {
-            l.other_cluster_ids = vec![5];
+            l.other_cluster_ids = vec![ClusterId::new(5)];
             l.majority_heard = false;
         });
         assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed);
@@ -1609,7 +1612,9 @@ mod tests {
         assert_eq!(verdict(&i), Verdict::Start);
         // One endpoint of another cluster in the list: the directory still
         // belongs to a reachable cluster; start, and say what to fix.
-        i.live = altered(i.live.clone(), |l| l.other_cluster_ids = vec![5]);
+        i.live = altered(i.live.clone(), |l| {
+            l.other_cluster_ids = vec![ClusterId::new(5)]
+        });
         let d = decide(&i);
         assert_eq!(d.verdict, Verdict::Start, "{d:?}");
         assert!(
@@ -1619,12 +1624,12 @@ mod tests {
         // The freshest view is the other cluster's: its member list says
         // nothing about this directory's member.
         i.live = altered(live(5, &[(3, "m1", ME, true)]), |l| {
-            l.other_cluster_ids = vec![9]
+            l.other_cluster_ids = vec![ClusterId::new(9)]
         });
         assert_eq!(verdict(&i), Verdict::Start);
         // Neither cluster is the directory's.
         i.live = altered(live(5, &[(3, "m1", ME, true)]), |l| {
-            l.other_cluster_ids = vec![6]
+            l.other_cluster_ids = vec![ClusterId::new(6)]
         });
         let d = decide(&i);
         assert_eq!(d.verdict, Verdict::RefuseForeign, "{d:?}");
@@ -1641,8 +1646,8 @@ mod tests {
         let mut i = inputs(DirState::Empty);
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         i.operator = op(false, Some(1), Some(9));
-        i.hint_member_id = Some(1);
-        i.hint_cluster_id = Some(9);
+        i.hint_member_id = Some(MemberId::new(1));
+        i.hint_cluster_id = Some(ClusterId::new(9));
         assert_eq!(verdict(&i), Verdict::Join);
         // ...but if the recorded ID is the unstarted one, the records contradict
         // "never started": refuse.
@@ -1706,7 +1711,7 @@ mod tests {
         i.me = seed_me();
         i.allow_bootstrap_without_evidence = true;
         assert_eq!(verdict(&i), Verdict::Bootstrap);
-        i.hint_cluster_id = Some(9);
+        i.hint_cluster_id = Some(ClusterId::new(9));
         assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed);
     }
 
@@ -1823,8 +1828,8 @@ mod tests {
         let mut i = initialized(3, 4);
         i.me = seed_me();
         i.me.derived = Some(DerivedIds {
-            member_id: 1,
-            cluster_id: 9,
+            member_id: MemberId::new(1),
+            cluster_id: ClusterId::new(9),
         });
         i.operator = op(true, None, None);
         let d = decide(&i);
@@ -1939,7 +1944,7 @@ mod tests {
         let mut i = initialized(7, 9);
         i.live = live(9, &[(7, "m1", ME, true), (2, "m0", M0, true)]);
         i.operator = op(false, Some(1), Some(9));
-        i.hint_member_id = Some(1);
+        i.hint_member_id = Some(MemberId::new(1));
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2008,7 +2013,7 @@ mod tests {
     fn member_of_three() -> Inputs {
         let mut i = initialized(1, 9);
         i.dir.recorded_name = Some("m1".into());
-        i.dir.recorded_members = vec![1, 2, 3];
+        i.dir.recorded_members = vec![MemberId::new(1), MemberId::new(2), MemberId::new(3)];
         i.dir.term = 3;
         i
     }
@@ -2042,7 +2047,7 @@ mod tests {
         // The seed's directory knows only itself; the cluster of its ID has
         // two more started members.
         let mut i = initialized(1, 9);
-        i.dir.recorded_members = vec![1];
+        i.dir.recorded_members = vec![MemberId::new(1)];
         i.live = live(
             9,
             &[
@@ -2066,7 +2071,7 @@ mod tests {
     fn regression_a_dir_recording_its_own_removal_is_refused_without_any_peer() {
         let mut i = member_of_three();
         i.dir.self_removed = true;
-        i.dir.removed_ids = vec![1];
+        i.dir.removed_ids = vec![MemberId::new(1)];
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2080,9 +2085,9 @@ mod tests {
         // Removed as 4, re-added as 1: the directory records 4's removal and
         // its own member as this one; no peer answers (quorum loss).
         let mut i = member_of_three();
-        i.dir.removed_ids = vec![4];
+        i.dir.removed_ids = vec![MemberId::new(4)];
         i.operator = op(false, Some(4), Some(9));
-        i.hint_member_id = Some(4);
+        i.hint_member_id = Some(MemberId::new(4));
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2102,12 +2107,12 @@ mod tests {
         let token = "t";
         let old = vec!["http://old:2380".to_string()];
         let id = crate::disk::ids::member_id(&old, token);
-        let mut i = initialized(id, 9);
+        let mut i = initialized(id.get(), 9);
         i.me = seed_me();
         i.me.token = Some(token.into());
         i.me.derived = Some(DerivedIds {
-            member_id: 1,
-            cluster_id: 2,
+            member_id: MemberId::new(1),
+            cluster_id: ClusterId::new(2),
         });
         i.dir.added_with_peer_urls = Some(old);
         assert_eq!(row(&i), Row::Start);
@@ -2132,9 +2137,9 @@ mod tests {
                 peer_urls: urls(h),
             })
             .collect();
-        let ids: Vec<u64> = founders.iter().map(|m| m.id).collect();
+        let ids: Vec<MemberId> = founders.iter().map(|m| m.id).collect();
         let cluster = crate::disk::ids::cluster_id(&ids);
-        let mut i = initialized(founders[1].id, cluster);
+        let mut i = initialized(founders[1].id.get(), cluster.get());
         i.me.derived = None;
         i.me.token = Some("ns-etcd-uid-2".into());
         i.dir.formation = founders.clone();
@@ -2160,8 +2165,8 @@ mod tests {
         // flags changed after the cluster formed; etcd ignores it then).
         i.dir.formation = founders;
         i.live = live(
-            cluster,
-            &[(i.dir.member_id.unwrap_or_default(), "m1", ME, true)],
+            cluster.get(),
+            &[(i.dir.member_id.unwrap_or_default().get(), "m1", ME, true)],
         );
         assert_eq!(row(&i), Row::Start);
         // Said as a warning while a source vouches, so a wrong token shows
@@ -2188,7 +2193,7 @@ mod tests {
             peer_urls: urls("m0"),
         };
         let cluster = crate::disk::ids::cluster_id(&[seed.id]);
-        let mut i = initialized(0x5eed_0000_0000_0001, cluster);
+        let mut i = initialized(0x5eed_0000_0000_0001, cluster.get());
         i.me.derived = None;
         i.me.token = Some("etcd-cluster".into());
         i.me.token_given = false;
@@ -2218,8 +2223,8 @@ mod tests {
     fn witness(member: u64, cluster: u64) -> Answer<Option<WitnessFacts>> {
         Answer::Answered(Some(WitnessFacts {
             name: "etcd-witness-m1".into(),
-            member_id: Some(member),
-            cluster_id: Some(cluster),
+            member_id: Some(MemberId::new(member)),
+            cluster_id: Some(ClusterId::new(cluster)),
             raft_index: Some(41),
             pod_uid: Some("0d6f".into()),
         }))

@@ -714,7 +714,7 @@ pub mod targets {
     /// `--initial-cluster` strings, and the bootstrap IDs derived from them.
     pub fn initial_cluster(s: &str) {
         if let Ok(cluster) = ids::parse_initial_cluster(s) {
-            let members: Vec<u64> = cluster
+            let members: Vec<ids::MemberId> = cluster
                 .values()
                 .map(|urls| ids::member_id(urls, "token"))
                 .collect();

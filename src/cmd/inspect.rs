@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 
 use crate::cli::InspectArgs;
-use crate::disk::ids::hex_id;
 use crate::disk::layout::DirState;
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
@@ -26,8 +25,8 @@ pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
     );
     tracing::info!(
         state = ?report.state,
-        member_id = report.member_id.map(hex_id),
-        cluster_id = report.cluster_id.map(hex_id),
+        member_id = report.member_id.map(|id| id.to_string()),
+        cluster_id = report.cluster_id.map(|id| id.to_string()),
         running = report.running,
         "inspected data dir"
     );
@@ -119,7 +118,7 @@ pub fn summary(r: &Inspection) -> String {
         s.push('\n');
     }
     if let (Some(m), Some(c)) = (r.member_id, r.cluster_id) {
-        let _ = writeln!(s, "  member {} of cluster {}", hex_id(m), hex_id(c));
+        let _ = writeln!(s, "  member {} of cluster {}", m, c);
     }
     if let Some(hs) = &r.hard_state {
         let _ = writeln!(
@@ -127,7 +126,7 @@ pub fn summary(r: &Inspection) -> String {
             "  term {} commit {} vote {}; last entry {} (term {})",
             hs.term,
             hs.commit,
-            hex_id(hs.vote),
+            hs.vote,
             r.last_index.unwrap_or(0),
             r.last_term.unwrap_or(0)
         );
@@ -178,7 +177,7 @@ pub fn summary(r: &Inspection) -> String {
         let _ = writeln!(
             s,
             "  recorded member {} {} {} ({})",
-            hex_id(m.id),
+            m.id,
             m.name,
             m.peer_urls.join(","),
             m.source

@@ -15,8 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
-use crate::disk::ids;
-use crate::disk::ids::hex_id;
+use crate::disk::ids::{self, ClusterId, HexIdError, MemberId};
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::upgrade::{self, Target, UpgradeCheck};
@@ -42,8 +41,8 @@ pub struct Config {
     me: SelfFacts,
     etcd: Option<live_src::EtcdConn>,
     kube: Option<kube_src::KubeTarget>,
-    hint_member_id: Option<u64>,
-    hint_cluster_id: Option<u64>,
+    hint_member_id: Option<MemberId>,
+    hint_cluster_id: Option<ClusterId>,
     allow_bootstrap_without_evidence: bool,
     timeout: Duration,
     verdict_file: Option<PathBuf>,
@@ -182,12 +181,14 @@ fn usage(msg: impl Into<String>) -> Error {
     Error::usage(msg)
 }
 
-fn hint(name: &str, value: &Option<String>) -> crate::error::Result<Option<u64>> {
+fn hint<Id>(
+    name: &str,
+    value: &Option<String>,
+    parse: fn(&str) -> Result<Option<Id>, HexIdError>,
+) -> crate::error::Result<Option<Id>> {
     match value.as_deref() {
         None => Ok(None),
-        Some(v) => {
-            crate::disk::ids::parse_hex_id(v.trim()).map_err(|e| usage(format!("{name}: {e}")))
-        }
+        Some(v) => parse(v.trim()).map_err(|e| usage(format!("{name}: {e}"))),
     }
 }
 
@@ -341,8 +342,16 @@ impl Config {
             },
             etcd,
             kube,
-            hint_member_id: hint("ETCD_MEMBER_ID", &a.member_id_hint)?,
-            hint_cluster_id: hint("ETCD_CLUSTER_ID", &a.cluster_id_hint)?,
+            hint_member_id: hint(
+                "ETCD_MEMBER_ID",
+                &a.member_id_hint,
+                MemberId::parse_recorded,
+            )?,
+            hint_cluster_id: hint(
+                "ETCD_CLUSTER_ID",
+                &a.cluster_id_hint,
+                ClusterId::parse_recorded,
+            )?,
             allow_bootstrap_without_evidence: a.allow_bootstrap_without_evidence,
             timeout: a.timeout,
             verdict_file,
@@ -691,8 +700,8 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         error: (!hinted)
             .then(|| "ETCD_MEMBER_ID and ETCD_CLUSTER_ID are empty (proves nothing)".to_string()),
         said: json!({
-            "member_id": cfg.hint_member_id.map(hex_id),
-            "cluster_id": cfg.hint_cluster_id.map(hex_id),
+            "member_id": cfg.hint_member_id.map(|id| id.to_string()),
+            "cluster_id": cfg.hint_cluster_id.map(|id| id.to_string()),
         }),
         elapsed_ms: 0,
     };
@@ -702,8 +711,8 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         error: dir.problem.as_ref().map(|p| p.message.clone()),
         said: json!({
             "state": dir.state,
-            "member_id": dir.member_id.map(hex_id),
-            "cluster_id": dir.cluster_id.map(hex_id),
+            "member_id": dir.member_id.map(|id| id.to_string()),
+            "cluster_id": dir.cluster_id.map(|id| id.to_string()),
             "running": dir.running,
         }),
         elapsed_ms: dir_elapsed.as_millis() as u64,
@@ -747,7 +756,11 @@ struct Gathered {
 
 /// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
 /// and cluster ID when its first records could be read.
-async fn gather(cfg: &Config, deadline: Instant, wal: Option<Option<(u64, u64)>>) -> Gathered {
+async fn gather(
+    cfg: &Config,
+    deadline: Instant,
+    wal: Option<Option<(MemberId, ClusterId)>>,
+) -> Gathered {
     let deadline = tokio::time::Instant::from_std(deadline);
     let live = async {
         let t = Instant::now();
@@ -1039,8 +1052,8 @@ pub fn termination_message(report: &PreflightReport) -> String {
         json!(report.verdict),
         report.exit_code,
         [
-            report.data_dir.member_id.map(hex_id),
-            report.data_dir.cluster_id.map(hex_id),
+            report.data_dir.member_id.map(|id| id.to_string()),
+            report.data_dir.cluster_id.map(|id| id.to_string()),
         ],
         &report.reason,
         &report.remedy,

@@ -38,8 +38,7 @@ use serde_json::json;
 
 use super::preflight::{self, EvidenceEntry};
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
-use crate::disk::ids;
-use crate::disk::ids::hex_id;
+use crate::disk::ids::{self, ClusterId, MemberId};
 use crate::disk::layout::{self, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::error::Error;
@@ -369,11 +368,11 @@ pub struct RestoreReport {
     /// What the content check compared (revision, key count, KV hash).
     pub content: Option<ContentDoc>,
     /// The member ID the restore produces (derived for --name).
-    pub member_id: Option<String>,
+    pub member_id: Option<MemberId>,
     /// The cluster ID the restore produces (derived from every member).
-    pub cluster_id: Option<String>,
+    pub cluster_id: Option<ClusterId>,
     /// Every member of the restored cluster: name → ID.
-    pub members: BTreeMap<String, String>,
+    pub members: BTreeMap<String, MemberId>,
     /// The free-space check.
     pub space: Option<SpaceDoc>,
     /// What was tolerated or cleaned up on the way.
@@ -405,14 +404,14 @@ impl RestoreReport {
             sha256: None,
             tool: None,
             content: None,
-            member_id: plan.map(|p| hex_id(p.expected.member_id)),
-            cluster_id: plan.map(|p| hex_id(p.expected.cluster_id)),
+            member_id: plan.map(|p| p.expected.member_id),
+            cluster_id: plan.map(|p| p.expected.cluster_id),
             members: plan
                 .map(|p| {
                     p.expected
                         .members
                         .iter()
-                        .map(|(id, (name, _))| (name.clone(), hex_id(*id)))
+                        .map(|(id, (name, _))| (name.clone(), *id))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -593,10 +592,10 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
                     "refuse-foreign",
                     format!(
                         "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore; nothing touched",
-                        m.map(hex_id).unwrap_or_default(),
-                        c.map(hex_id).unwrap_or_default(),
-                        hex_id(p.expected.member_id),
-                        hex_id(p.expected.cluster_id)
+                        m.map(|id| id.to_string()).unwrap_or_default(),
+                        c.map(|id| id.to_string()).unwrap_or_default(),
+                        p.expected.member_id,
+                        p.expected.cluster_id
                     ),
                     "check --name, --initial-cluster and --initial-cluster-token against the cluster this volume belongs to; restore only into an empty data dir",
                 ));
@@ -803,8 +802,8 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         },
         tool.version,
         p.name,
-        hex_id(p.expected.member_id),
-        hex_id(p.expected.cluster_id)
+        p.expected.member_id,
+        p.expected.cluster_id
     );
     Ok(())
 }
@@ -1095,7 +1094,10 @@ fn termination_message(r: &RestoreReport) -> String {
     output::fitted_message(
         json!(r.verdict),
         r.exit_code,
-        [r.member_id.clone(), r.cluster_id.clone()],
+        [
+            r.member_id.map(|id| id.to_string()),
+            r.cluster_id.map(|id| id.to_string()),
+        ],
         &r.reason,
         &r.remedy,
     )

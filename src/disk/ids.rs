@@ -117,7 +117,7 @@ fn first8(digest: &[u8]) -> u64 {
 
 /// The ID etcd gives a member at bootstrap (or at restore) from its peer URLs and
 /// the cluster token.
-pub fn member_id(peer_urls: &[String], token: &str) -> u64 {
+pub fn member_id(peer_urls: &[String], token: &str) -> MemberId {
     let mut urls: Vec<&str> = peer_urls.iter().map(String::as_str).collect();
     urls.sort_unstable();
     let mut h = Sha1::new();
@@ -125,18 +125,18 @@ pub fn member_id(peer_urls: &[String], token: &str) -> u64 {
         h.update(u.as_bytes());
     }
     h.update(token.as_bytes());
-    first8(&h.finalize())
+    MemberId(first8(&h.finalize()))
 }
 
 /// The cluster ID etcd derives from its member IDs.
-pub fn cluster_id(member_ids: &[u64]) -> u64 {
+pub fn cluster_id(member_ids: &[MemberId]) -> ClusterId {
     let mut ids = member_ids.to_vec();
     ids.sort_unstable();
     let mut h = Sha1::new();
     for id in ids {
-        h.update(id.to_be_bytes());
+        h.update(id.get().to_be_bytes());
     }
-    first8(&h.finalize())
+    ClusterId(first8(&h.finalize()))
 }
 
 /// The member and cluster IDs etcd will derive when it bootstraps (or restores) a
@@ -144,54 +144,93 @@ pub fn cluster_id(member_ids: &[u64]) -> u64 {
 pub fn bootstrap_ids(
     initial_cluster: &BTreeMap<String, Vec<String>>,
     token: &str,
-) -> BTreeMap<String, u64> {
+) -> BTreeMap<String, MemberId> {
     initial_cluster
         .iter()
         .map(|(name, urls)| (name.clone(), member_id(urls, token)))
         .collect()
 }
 
-/// Formats an ID the way etcd and the operator do: 16 lowercase hex digits.
-pub fn hex_id(id: u64) -> String {
-    format!("{id:016x}")
+/// Defines an etcd 64-bit ID type: printed (`Display`, `Debug`, serde) the way
+/// etcd and the operator write IDs, 16 lowercase hex digits (`%016x`), and
+/// parsed by [`FromStr`](std::str::FromStr) with the rules of
+/// [`MemberId::parse_recorded`] (an empty string is an error there).
+macro_rules! etcd_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(u64);
+
+        impl $name {
+            /// Wraps the raw 64-bit ID as etcd encodes it.
+            pub const fn new(id: u64) -> Self {
+                $name(id)
+            }
+
+            /// The raw 64-bit ID, for encoders and hashing.
+            pub const fn get(self) -> u64 {
+                self.0
+            }
+
+            /// Parses an ID the way the operator writes it (`%016x`) and env
+            /// hints carry it: the empty string is `Ok(None)` (not recorded yet),
+            /// anything else must be 1–16 hex digits (either case), not zero.
+            pub fn parse_recorded(value: &str) -> Result<Option<Self>, HexIdError> {
+                Ok(parse_hex(value)?.map($name))
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            /// 16 lowercase hex digits; width, fill and precision apply to them
+            /// as to any string.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(&format!("{:016x}", self.0))
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(self, f)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = HexIdError;
+
+            /// [`Self::parse_recorded`], with the empty string an error too.
+            fn from_str(value: &str) -> Result<Self, HexIdError> {
+                match Self::parse_recorded(value)? {
+                    Some(id) => Ok(id),
+                    None => Err(HexIdError {
+                        value: value.to_owned(),
+                    }),
+                }
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_string())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
 }
 
-/// Serde helpers so IDs are hex strings in every JSON document.
-pub mod serde_hex {
-    use serde::Serializer;
+etcd_id! {
+    /// An etcd member ID (also raft's node ID: a ConfChange's node, a vote).
+    MemberId
+}
 
-    /// Serializes a `u64` ID as 16 lowercase hex digits.
-    pub fn serialize<S: Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::hex_id(*id))
-    }
-
-    /// The same for optional IDs (`null` when absent).
-    pub mod option {
-        use serde::Serializer;
-
-        /// Serializes `Some(id)` as hex, `None` as null.
-        pub fn serialize<S: Serializer>(id: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-            match id {
-                Some(id) => s.serialize_str(&super::super::hex_id(*id)),
-                None => s.serialize_none(),
-            }
-        }
-    }
-
-    /// The same for lists of IDs.
-    pub mod vec {
-        use serde::ser::SerializeSeq;
-        use serde::Serializer;
-
-        /// Serializes each ID as hex.
-        pub fn serialize<S: Serializer>(ids: &[u64], s: S) -> Result<S::Ok, S::Error> {
-            let mut seq = s.serialize_seq(Some(ids.len()))?;
-            for id in ids {
-                seq.serialize_element(&super::super::hex_id(*id))?;
-            }
-            seq.end()
-        }
-    }
+etcd_id! {
+    /// An etcd cluster ID.
+    ClusterId
 }
 
 /// A string that should have been an etcd ID (member or cluster) and is not.
@@ -202,13 +241,13 @@ pub struct HexIdError {
     pub value: String,
 }
 
-/// Parses an ID the way the operator writes it (`%016x`) and env hints carry it.
+/// The rules of [`MemberId::parse_recorded`] and [`ClusterId::parse_recorded`].
 ///
 /// The empty string means "not recorded yet" and is `Ok(None)`: the operator
 /// leaves `status.memberID`/`status.clusterID` empty until it has learnt them, so
 /// empty proves nothing. Anything else must be 1–16 hex digits (either case) and
 /// not zero — etcd never assigns ID 0, so a zero is a corrupt record, not a value.
-pub fn parse_hex_id(value: &str) -> Result<Option<u64>, HexIdError> {
+fn parse_hex(value: &str) -> Result<Option<u64>, HexIdError> {
     if value.is_empty() {
         return Ok(None);
     }
@@ -232,19 +271,35 @@ mod tests {
     #[test]
     fn operator_formatted_ids_parse() {
         assert_eq!(
-            parse_hex_id("ae36f238164a08ad"),
-            Ok(Some(0xae36f238164a08ad))
+            MemberId::parse_recorded("ae36f238164a08ad"),
+            Ok(Some(MemberId::new(0xae36f238164a08ad)))
         );
-        assert_eq!(parse_hex_id("00000000000000ff"), Ok(Some(0xff)));
         assert_eq!(
-            parse_hex_id("AE36F238164A08AD"),
-            Ok(Some(0xae36f238164a08ad))
+            ClusterId::parse_recorded("00000000000000ff"),
+            Ok(Some(ClusterId::new(0xff)))
+        );
+        assert_eq!(
+            MemberId::parse_recorded("AE36F238164A08AD"),
+            Ok(Some(MemberId::new(0xae36f238164a08ad)))
+        );
+        assert_eq!("ff".parse(), Ok(MemberId::new(0xff)));
+        assert_eq!(
+            "AE36F238164A08AD".parse(),
+            Ok(ClusterId::new(0xae36f238164a08ad))
         );
     }
 
     #[test]
     fn empty_id_means_not_recorded() {
-        assert_eq!(parse_hex_id(""), Ok(None));
+        assert_eq!(MemberId::parse_recorded(""), Ok(None));
+        assert_eq!(ClusterId::parse_recorded(""), Ok(None));
+        // Where a value is required, empty is an error.
+        assert_eq!(
+            "".parse::<MemberId>(),
+            Err(HexIdError {
+                value: String::new()
+            })
+        );
     }
 
     #[test]
@@ -259,15 +314,52 @@ mod tests {
             "xyz",
             "0x1f",
         ] {
-            assert!(parse_hex_id(bad).is_err(), "{bad:?} should be rejected");
+            assert!(parse_hex(bad).is_err(), "{bad:?} should be rejected");
+            assert!(MemberId::parse_recorded(bad).is_err(), "{bad:?}");
+            assert!(ClusterId::parse_recorded(bad).is_err(), "{bad:?}");
+            assert!(bad.parse::<MemberId>().is_err(), "{bad:?}");
+            assert!(bad.parse::<ClusterId>().is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn matches_the_reference_test_vector() {
         let m = member_id(&["http://localhost:2380".into()], "etcd-cluster");
-        assert_eq!(format!("{m:016x}"), "8e9e05c52164694d");
-        assert_eq!(format!("{:016x}", cluster_id(&[m])), "cdf818194e3a8c32");
+        assert_eq!(format!("{:016x}", m.get()), "8e9e05c52164694d");
+        assert_eq!(m.to_string(), "8e9e05c52164694d");
+        assert_eq!(cluster_id(&[m]).to_string(), "cdf818194e3a8c32");
+    }
+
+    #[test]
+    fn ids_print_and_serialize_as_16_hex_digits() {
+        let m = MemberId::new(0xff);
+        let c = ClusterId::new(0xae36f238164a08ad);
+        assert_eq!(m.to_string(), "00000000000000ff");
+        assert_eq!(format!("{m:?}"), "00000000000000ff");
+        assert_eq!(format!("{c}"), "ae36f238164a08ad");
+        assert_eq!(MemberId::default().to_string(), "0000000000000000");
+        assert_eq!(format!("[{m:>18}]"), "[  00000000000000ff]");
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#""00000000000000ff""#);
+        assert_eq!(
+            serde_json::to_string(&Some(c)).unwrap(),
+            r#""ae36f238164a08ad""#
+        );
+        assert_eq!(serde_json::to_string(&None::<MemberId>).unwrap(), "null");
+        assert_eq!(
+            serde_json::to_string(&vec![m, MemberId::new(1)]).unwrap(),
+            r#"["00000000000000ff","0000000000000001"]"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Vec::<ClusterId>::new()).unwrap(),
+            "[]"
+        );
+        assert_eq!(
+            serde_json::from_str::<MemberId>(r#""00000000000000FF""#).unwrap(),
+            m
+        );
+        assert!(serde_json::from_str::<MemberId>(r#""""#).is_err());
+        assert!(serde_json::from_str::<MemberId>("255").is_err());
+        assert_eq!(m.get(), 0xff);
     }
 
     #[test]
@@ -275,7 +367,8 @@ mod tests {
         let a = member_id(&["http://b:2380".into(), "http://a:2380".into()], "t");
         let b = member_id(&["http://a:2380".into(), "http://b:2380".into()], "t");
         assert_eq!(a, b);
-        assert_eq!(cluster_id(&[1, 2, 3]), cluster_id(&[3, 1, 2]));
+        let [m1, m2, m3] = [1, 2, 3].map(MemberId::new);
+        assert_eq!(cluster_id(&[m1, m2, m3]), cluster_id(&[m3, m1, m2]));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::raftpb::{ConfChangeKind, HardState};
 use super::snap::{list_snaps, read_snap, SnapFile};
 use super::v2req::V2Replay;
 use super::wal::{self, Wal, WalError};
-use crate::disk::ids::serde_hex;
+use crate::disk::ids::{ClusterId, MemberId};
 
 /// What the directory looks like, as the inspector classified it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +120,7 @@ pub struct Entry {
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordedMember {
     /// Member ID.
-    #[serde(with = "serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// Name (empty for a member that never started).
     pub name: String,
     /// Peer URLs.
@@ -167,11 +166,9 @@ pub struct Inspection {
     /// The directories looked at.
     pub paths: Paths,
     /// Member ID from the WAL metadata.
-    #[serde(with = "serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// Cluster ID from the WAL metadata.
-    #[serde(with = "serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// The last HardState.
     pub hard_state: Option<HardState>,
     /// Index of the last entry.
@@ -205,8 +202,7 @@ pub struct Inspection {
     /// removed").
     pub self_removed: bool,
     /// Member IDs the directory records as removed.
-    #[serde(with = "serde_hex::vec")]
-    pub removed_ids: Vec<u64>,
+    pub removed_ids: Vec<MemberId>,
     /// The peer URLs of the WAL's own entry adding its member (the bootstrap
     /// entry, for a member that bootstrapped), while the WAL still holds it.
     pub added_with_peer_urls: Option<Vec<String>>,
@@ -229,15 +225,14 @@ pub struct Inspection {
     pub snap_cluster_version: Option<String>,
     /// Each member of that `.snap` and whether it is a learner there.
     #[serde(skip)]
-    pub snap_member_roles: Vec<(u64, bool)>,
+    pub snap_member_roles: Vec<(MemberId, bool)>,
     /// Top-level v2 store nodes with custom content in the `.snap` etcd loads
     /// (3.6 refuses them).
     pub v2_custom: Vec<String>,
     /// Members whose learner flag in the backend's `members` bucket disagrees
     /// with the membership of the `.snap` and the WAL after it (etcd 3.5.1–3.5.19
     /// never persisted a learner's promotion to the backend, etcd #19557).
-    #[serde(with = "serde_hex::vec")]
-    pub learner_flag_stale: Vec<u64>,
+    pub learner_flag_stale: Vec<MemberId>,
     /// A symlink inside the data dir where etcd expects a directory
     /// (`member/wal`, `member/snap`): not followed, so not read — a
     /// configuration matter (`--wal-dir`), not damage.
@@ -781,7 +776,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let own = r.membership.iter().find(|m| m.id == wal.member_id);
     r.self_peer_urls = own.map(|m| m.peer_urls.clone());
     r.self_name = own.map(|m| m.name.clone()).filter(|n| !n.is_empty());
-    let mut removed: Vec<u64> = backend
+    let mut removed: Vec<MemberId> = backend
         .iter()
         .flat_map(|b| b.removed_members.iter().copied())
         .chain(snap_file.iter().flat_map(|f| f.removed.iter().copied()))
@@ -832,8 +827,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FoundingMember {
     /// The ID etcd gave it at bootstrap.
-    #[serde(with = "serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// The peer URLs it was formed with, as etcd hashed them.
     pub peer_urls: Vec<String>,
 }
@@ -857,7 +851,7 @@ fn formation(wal: &wal::Wal) -> Vec<FoundingMember> {
             _ => return Vec::new(),
         }
     }
-    let ids: Vec<u64> = founding.iter().map(|m| m.id).collect();
+    let ids: Vec<MemberId> = founding.iter().map(|m| m.id).collect();
     if founding.is_empty() || super::ids::cluster_id(&ids) != wal.cluster_id {
         return Vec::new();
     }
@@ -868,8 +862,12 @@ fn formation(wal: &wal::Wal) -> Vec<FoundingMember> {
 /// `.snap`'s learners (without a `.snap`, none: the whole WAL then says), then
 /// the WAL's membership changes after it (a learner added, a learner promoted
 /// by `AddNode`, a member removed). Only members both sides know are compared.
-fn stale_learner_flags(wal: &wal::Wal, snap: Option<&SnapFile>, backend: &Backend) -> Vec<u64> {
-    let mut learner: std::collections::BTreeMap<u64, bool> = snap
+fn stale_learner_flags(
+    wal: &wal::Wal,
+    snap: Option<&SnapFile>,
+    backend: &Backend,
+) -> Vec<MemberId> {
+    let mut learner: std::collections::BTreeMap<MemberId, bool> = snap
         .iter()
         .flat_map(|s| {
             s.members
@@ -1029,7 +1027,7 @@ fn membership(
     snap: Option<&SnapFile>,
     backend: Option<&Backend>,
 ) -> Vec<RecordedMember> {
-    let mut by_id: BTreeMap<u64, RecordedMember> = BTreeMap::new();
+    let mut by_id: BTreeMap<MemberId, RecordedMember> = BTreeMap::new();
     for m in backend.iter().flat_map(|b| &b.members) {
         by_id.insert(
             m.id,

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::disk::ids::MemberId;
 use crate::disk::pb::{self, PbError, Value};
 
 /// `raftpb.EntryType` of a (v1) `ConfChange` entry.
@@ -39,8 +40,7 @@ pub struct HardState {
     /// Current term.
     pub term: u64,
     /// Member voted for in this term (0 = none).
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub vote: u64,
+    pub vote: MemberId,
     /// Highest index known committed.
     pub commit: u64,
 }
@@ -79,8 +79,7 @@ impl ConfChangeKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberAttrs {
     /// Member ID.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// Member name (empty until the member published its attributes).
     pub name: String,
     /// Peer URLs.
@@ -103,8 +102,7 @@ pub struct ConfChangeRec {
     /// What the change does.
     pub kind: ConfChangeKind,
     /// The member it concerns.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub node_id: u64,
+    pub node_id: MemberId,
     /// The member JSON from the context; `None` when absent or not decodable.
     pub member: Option<MemberAttrs>,
 }
@@ -174,7 +172,7 @@ pub(crate) fn decode_hard_state(buf: &[u8]) -> Result<HardState, DecodeError> {
     for f in pb::fields(buf) {
         match f.map_err(undecodable(WHAT))? {
             (1, v) => hs.term = varint(v, WHAT, 1)?,
-            (2, v) => hs.vote = varint(v, WHAT, 2)?,
+            (2, v) => hs.vote = MemberId::new(varint(v, WHAT, 2)?),
             (3, v) => hs.commit = varint(v, WHAT, 3)?,
             _ => {}
         }
@@ -184,7 +182,7 @@ pub(crate) fn decode_hard_state(buf: &[u8]) -> Result<HardState, DecodeError> {
 
 /// Decodes `raftpb.ConfState` into (voters, learners); the repeated fields may
 /// be packed or not.
-pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<u64>, Vec<u64>), DecodeError> {
+pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<MemberId>, Vec<MemberId>), DecodeError> {
     const WHAT: &str = "conf state";
     let (mut voters, mut learners) = (Vec::new(), Vec::new());
     for f in pb::fields(buf) {
@@ -199,7 +197,8 @@ pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<u64>, Vec<u64>), Deco
         }
         pb::push_u64s(v, out).map_err(undecodable(WHAT))?;
     }
-    Ok((voters, learners))
+    let ids = |raw: Vec<u64>| raw.into_iter().map(MemberId::new).collect();
+    Ok((ids(voters), ids(learners)))
 }
 
 /// Decodes a (v1) `raftpb.ConfChange`; index and term are the entry's, filled in
@@ -219,7 +218,7 @@ pub(crate) fn decode_conf_change(buf: &[u8]) -> Result<ConfChangeRec, DecodeErro
         index: 0,
         term: 0,
         kind: ConfChangeKind::from_raw(kind),
-        node_id,
+        node_id: MemberId::new(node_id),
         member: member_from_context(context),
     })
 }
@@ -247,7 +246,7 @@ fn member_from_context(context: &[u8]) -> Option<MemberAttrs> {
     }
     let m: MemberJson = serde_json::from_slice(context).ok()?;
     Some(MemberAttrs {
-        id: m.id,
+        id: MemberId::new(m.id),
         name: m.name.unwrap_or_default(),
         peer_urls: m.peer_urls.unwrap_or_default(),
         client_urls: m.client_urls.unwrap_or_default(),
@@ -299,7 +298,7 @@ pub(crate) mod tests {
             br#"{"id":1,"peerURLs":null,"name":"a","isLearner":true,"isPromote":true}"#,
         )
         .unwrap();
-        assert_eq!(m.id, 1);
+        assert_eq!(m.id, MemberId::new(1));
         assert!(m.peer_urls.is_empty() && m.is_learner && m.is_promote);
         assert_eq!(member_from_context(b""), None);
         assert_eq!(member_from_context(b"{not json"), None);

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::ids::MemberId;
 use crate::disk::pb::{self, PbError, Value};
 use crate::disk::raftpb::{self, DecodeError};
 use crate::disk::reader::{Block, IoError, PosReader};
@@ -38,8 +39,7 @@ pub struct SnapName {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SnapMember {
     /// Member ID (the node's key under `/0/members`).
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// Name (empty until the member published its attributes).
     pub name: String,
     /// Peer URLs.
@@ -60,17 +60,14 @@ pub struct SnapFile {
     /// Raft index from the snapshot metadata.
     pub index: u64,
     /// Voters from the snapshot's conf state.
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub voters: Vec<u64>,
+    pub voters: Vec<MemberId>,
     /// Learners from the snapshot's conf state.
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub learners: Vec<u64>,
+    pub learners: Vec<MemberId>,
     /// Members under `/0/members`, by ID.
     pub members: Vec<SnapMember>,
     /// IDs under `/0/removed_members`, ascending. (The v2 store spells it so;
     /// `members_removed` is the bbolt bucket.)
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub removed: Vec<u64>,
+    pub removed: Vec<MemberId>,
     /// `/0/version`, the cluster version, when set.
     pub cluster_version: Option<String>,
     /// Top-level v2 store nodes holding custom content (v2 API data), which
@@ -459,7 +456,7 @@ struct Attributes {
     client_urls: Option<Vec<String>>,
 }
 
-type Membership = (Vec<SnapMember>, Vec<u64>, Option<String>, Vec<String>);
+type Membership = (Vec<SnapMember>, Vec<MemberId>, Option<String>, Vec<String>);
 
 fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
     let json = |what| {
@@ -478,10 +475,12 @@ fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
         return Ok((Vec::new(), Vec::new(), None, custom));
     };
     let id_of = |key: &str| {
-        u64::from_str_radix(key, 16).map_err(|_| SnapError::BadMemberKey {
-            path: path.to_path_buf(),
-            key: key.to_string(),
-        })
+        u64::from_str_radix(key, 16)
+            .map(MemberId::new)
+            .map_err(|_| SnapError::BadMemberKey {
+                path: path.to_path_buf(),
+                key: key.to_string(),
+            })
     };
 
     let mut members = Vec::new();
@@ -619,21 +618,21 @@ mod tests {
         let p = write_snap(dir.path(), &snap_file_name(2, 0xff), &good_file());
         let s = read_snap(&p).unwrap();
         assert_eq!((s.term, s.index), (2, 0xff));
-        assert_eq!(s.voters, vec![0xc0234bda4e532fe]);
-        assert_eq!(s.learners, vec![10]);
-        assert_eq!(s.removed, vec![0xff]);
+        assert_eq!(s.voters, vec![MemberId::new(0xc0234bda4e532fe)]);
+        assert_eq!(s.learners, vec![MemberId::new(10)]);
+        assert_eq!(s.removed, vec![MemberId::new(0xff)]);
         assert_eq!(s.cluster_version.as_deref(), Some("3.5.0"));
         assert_eq!(s.v2_custom, ["/1"], "the key under /1 is v2 content");
         assert_eq!(
             s.members,
             vec![
                 SnapMember {
-                    id: 10,
+                    id: MemberId::new(10),
                     is_learner: true,
                     ..SnapMember::default()
                 },
                 SnapMember {
-                    id: 0xc0234bda4e532fe,
+                    id: MemberId::new(0xc0234bda4e532fe),
                     name: "m0".into(),
                     peer_urls: vec!["http://127.0.0.1:2380".into()],
                     client_urls: vec!["http://127.0.0.1:2379".into()],

@@ -520,7 +520,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         let ids: Vec<String> = r
             .learner_flag_stale
             .iter()
-            .map(|&id| super::ids::hex_id(id))
+            .map(|id| id.to_string())
             .collect();
         let (what, remedy) = if t == (3, 6) {
             (
@@ -553,6 +553,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
 mod tests {
     use super::*;
 
+    use crate::disk::ids::MemberId;
     use crate::disk::layout::{unanswered, Paths};
     use crate::disk::v2req::{V2Replay, V2Request};
 
@@ -676,7 +677,7 @@ mod tests {
         assert!(!check(&empty, t("3.6")).blocked);
         // A stale learner flag: a warning on 3.6 and 3.7.
         let mut r = initialized();
-        r.learner_flag_stale = vec![0xa];
+        r.learner_flag_stale = vec![MemberId::new(0xa)];
         assert_eq!(codes(&check(&r, t("3.7"))), [("learner-flag-stale", false)]);
         assert!(check(&r, t("3.5")).findings.is_empty());
     }
@@ -854,6 +855,10 @@ mod tests {
         );
     }
 
+    fn roles(raw: &[(u64, bool)]) -> Vec<(MemberId, bool)> {
+        raw.iter().map(|&(id, l)| (MemberId::new(id), l)).collect()
+    }
+
     fn backend(learners: &[(u64, bool)]) -> crate::disk::bbolt::Backend {
         crate::disk::bbolt::Backend {
             page_size: 4096,
@@ -872,7 +877,7 @@ mod tests {
             members: learners
                 .iter()
                 .map(|&(id, is_learner)| crate::disk::bbolt::BackendMember {
-                    id,
+                    id: MemberId::new(id),
                     name: format!("m{id}"),
                     peer_urls: Vec::new(),
                     client_urls: Vec::new(),
@@ -892,8 +897,8 @@ mod tests {
         // says two of them are learners; the .snap knows they were promoted.
         let mut r = initialized();
         r.backend = Some(backend(&[(1, false), (2, true), (3, true)]));
-        r.snap_member_roles = vec![(1, false), (2, false), (3, false)];
-        r.learner_flag_stale = vec![2, 3];
+        r.snap_member_roles = roles(&[(1, false), (2, false), (3, false)]);
+        r.learner_flag_stale = vec![MemberId::new(2), MemberId::new(3)];
         // 3.6 syncs the promotions from the .snap first: it starts.
         assert_eq!(codes(&check(&r, t("3.6"))), [("learner-flag-stale", false)]);
         // 3.7 reads the backend alone: two learners, more than --max-learners 1.
@@ -907,7 +912,7 @@ mod tests {
         };
         assert!(!super::check(&r, t("3.7"), &two).blocked);
         // Promotions after the .snap: 3.6 cannot repair them either.
-        r.snap_member_roles = vec![(1, false), (2, true), (3, true)];
+        r.snap_member_roles = roles(&[(1, false), (2, true), (3, true)]);
         assert!(check(&r, t("3.6")).blocked);
         // 3.5 reads the v2 store: nothing to refuse.
         assert!(check(&r, t("3.5")).findings.is_empty());

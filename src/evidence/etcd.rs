@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
 use super::remaining;
+use crate::disk::ids::{ClusterId, MemberId};
 
 /// How to reach the live cluster: the `--endpoints`/`--peer-endpoints` URLs and the
 /// same TLS and auth flags as etcdctl.
@@ -71,8 +72,7 @@ impl std::fmt::Debug for EtcdConn {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveMember {
     /// Member ID.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// `--name`; empty until the member has started once.
     pub name: String,
     /// Peer URLs, known from the moment the member was added.
@@ -89,7 +89,7 @@ pub struct LiveMember {
 impl LiveMember {
     /// Builds an entry, deriving `started` the way etcd's own tooling does.
     pub fn new(
-        id: u64,
+        id: MemberId,
         name: String,
         peer_urls: Vec<String>,
         client_urls: Vec<String>,
@@ -113,14 +113,12 @@ pub struct LiveCluster {
     /// The endpoint that answered, as given.
     pub endpoint: String,
     /// Cluster ID from the response header.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// The membership as the responder knows it.
     pub members: Vec<LiveMember>,
     /// The leader the responder knows of; `None` when it has none or `Status`
     /// did not answer.
-    #[serde(with = "crate::disk::ids::serde_hex::option")]
-    pub leader: Option<u64>,
+    pub leader: Option<MemberId>,
     /// Responder's raft term (`Status`); `None` when `Status` did not answer.
     pub raft_term: Option<u64>,
     /// Responder's raft index (`Status`); `None` when `Status` did not answer.
@@ -130,8 +128,7 @@ pub struct LiveCluster {
     /// state, so this is what orders views by freshness.
     pub raft_applied_index: Option<u64>,
     /// Member ID of the responder, from the response header.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub responder_member_id: u64,
+    pub responder_member_id: MemberId,
     /// Every endpoint that answered, in the order of their answers. The view
     /// above is the freshest of theirs (highest applied index), with `started`
     /// set for a member any of them saw started.
@@ -139,8 +136,7 @@ pub struct LiveCluster {
     /// Cluster IDs other answers reported, when they differ from `cluster_id`:
     /// the endpoints reach more than one cluster (a misconfiguration; never
     /// evidence that may let an empty member start).
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub other_cluster_ids: Vec<u64>,
+    pub other_cluster_ids: Vec<ClusterId>,
     /// The members heard from are enough to trust "never started": at least
     /// half the voting members of the freshest view (this member counts as a
     /// voter; any entry committed on a majority is then on one of them).
@@ -268,7 +264,7 @@ pub async fn probe(conn: &EtcdConn, deadline: Instant) -> Result<LiveCluster, Et
 pub async fn probe_until(
     conn: &EtcdConn,
     deadline: Instant,
-    own_cluster: Option<u64>,
+    own_cluster: Option<ClusterId>,
     settled: impl Fn(&LiveCluster) -> bool,
 ) -> Result<LiveCluster, EtcdProbeError> {
     if conn.endpoints.is_empty() {
@@ -364,13 +360,13 @@ fn majority_heard(answers: &[LiveCluster]) -> bool {
     let Some(base) = answers.get(freshest(answers)) else {
         return false;
     };
-    let voters: std::collections::BTreeSet<u64> = base
+    let voters: std::collections::BTreeSet<MemberId> = base
         .members
         .iter()
         .filter(|m| !m.is_learner)
         .map(|m| m.id)
         .collect();
-    let heard: std::collections::BTreeSet<u64> = answers
+    let heard: std::collections::BTreeSet<MemberId> = answers
         .iter()
         .map(|a| a.responder_member_id)
         .filter(|id| voters.contains(id))
@@ -415,7 +411,7 @@ fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
             *member = seen.clone();
         }
     }
-    let mut others: Vec<u64> = answers
+    let mut others: Vec<ClusterId> = answers
         .iter()
         .map(|a| a.cluster_id)
         .filter(|&id| id != base.cluster_id)
@@ -540,7 +536,7 @@ async fn probe_endpoint(
         .iter()
         .map(|m| {
             LiveMember::new(
-                m.id(),
+                MemberId::new(m.id()),
                 m.name().to_owned(),
                 m.peer_urls().to_vec(),
                 m.client_urls().to_vec(),
@@ -550,13 +546,17 @@ async fn probe_endpoint(
         .collect();
     Ok(LiveCluster {
         endpoint: endpoint.to_owned(),
-        cluster_id: header.cluster_id(),
+        cluster_id: ClusterId::new(header.cluster_id()),
         members: members_out,
-        leader: status.as_ref().map(|s| s.leader()).filter(|&l| l != 0),
+        leader: status
+            .as_ref()
+            .map(|s| s.leader())
+            .filter(|&l| l != 0)
+            .map(MemberId::new),
         raft_term: status.as_ref().map(|s| s.raft_term()),
         raft_index: status.as_ref().map(|s| s.raft_index()),
         raft_applied_index: status.as_ref().map(|s| s.raft_applied_index()),
-        responder_member_id: header.member_id(),
+        responder_member_id: MemberId::new(header.member_id()),
         heard_from: vec![endpoint.to_owned()],
         other_cluster_ids: Vec::new(),
         majority_heard: false,
@@ -657,19 +657,46 @@ mod tests {
     fn a_member_is_started_only_with_a_name_and_client_urls() {
         let peer = vec!["http://10.0.0.1:2380".to_owned()];
         let client = vec!["http://10.0.0.1:2379".to_owned()];
-        assert!(LiveMember::new(1, "m0".into(), peer.clone(), client.clone(), false).started);
-        assert!(!LiveMember::new(1, String::new(), peer.clone(), Vec::new(), false).started);
-        assert!(!LiveMember::new(1, "m0".into(), peer.clone(), Vec::new(), false).started);
-        assert!(!LiveMember::new(1, String::new(), peer, client, false).started);
+        assert!(
+            LiveMember::new(
+                MemberId::new(1),
+                "m0".into(),
+                peer.clone(),
+                client.clone(),
+                false
+            )
+            .started
+        );
+        assert!(
+            !LiveMember::new(
+                MemberId::new(1),
+                String::new(),
+                peer.clone(),
+                Vec::new(),
+                false
+            )
+            .started
+        );
+        assert!(
+            !LiveMember::new(
+                MemberId::new(1),
+                "m0".into(),
+                peer.clone(),
+                Vec::new(),
+                false
+            )
+            .started
+        );
+        assert!(!LiveMember::new(MemberId::new(1), String::new(), peer, client, false).started);
     }
 
     #[test]
     fn ids_serialize_as_hex() {
         let cluster = LiveCluster {
             endpoint: "http://127.0.0.1:2379".into(),
-            cluster_id: 0xcdf818194e3a8c32,
+            cluster_id: ClusterId::new(0xcdf818194e3a8c32),
             members: vec![LiveMember::new(
-                0x8e9e05c52164694d,
+                MemberId::new(0x8e9e05c52164694d),
                 "m0".into(),
                 vec!["http://127.0.0.1:2380".into()],
                 vec!["http://127.0.0.1:2379".into()],
@@ -679,9 +706,9 @@ mod tests {
             raft_term: Some(2),
             raft_index: None,
             raft_applied_index: None,
-            responder_member_id: 0x8e9e05c52164694d,
+            responder_member_id: MemberId::new(0x8e9e05c52164694d),
             heard_from: vec!["http://127.0.0.1:2379".into()],
-            other_cluster_ids: vec![0xc2],
+            other_cluster_ids: vec![ClusterId::new(0xc2)],
             majority_heard: true,
             leader_heard: false,
         };
@@ -701,7 +728,7 @@ mod tests {
         } else {
             Vec::new()
         };
-        LiveMember::new(id, name.into(), peer, client, false)
+        LiveMember::new(MemberId::new(id), name.into(), peer, client, false)
     }
 
     /// The answer of member `responder` at applied index `applied`, listing
@@ -709,13 +736,13 @@ mod tests {
     fn answer(responder: u64, applied: Option<u64>, members: Vec<LiveMember>) -> LiveCluster {
         LiveCluster {
             endpoint: format!("http://10.0.0.{responder}:2379"),
-            cluster_id: 0xc1,
+            cluster_id: ClusterId::new(0xc1),
             members,
-            leader: Some(2),
+            leader: Some(MemberId::new(2)),
             raft_term: Some(4),
             raft_index: applied.map(|a| a + 2),
             raft_applied_index: applied,
-            responder_member_id: responder,
+            responder_member_id: MemberId::new(responder),
             heard_from: vec![format!("http://10.0.0.{responder}:2379")],
             other_cluster_ids: Vec::new(),
             majority_heard: false,
@@ -748,7 +775,11 @@ mod tests {
             vec![fresh.clone(), stale.clone()],
         ] {
             let merged = merge(answers);
-            let m3 = merged.members.iter().find(|m| m.id == 3).unwrap();
+            let m3 = merged
+                .members
+                .iter()
+                .find(|m| m.id == MemberId::new(3))
+                .unwrap();
             assert!(m3.started, "{merged:?}");
             assert_eq!(m3.name, "m3");
             assert_eq!(
@@ -790,7 +821,7 @@ mod tests {
             ],
         );
         let merged = merge(vec![stale, fresh]);
-        let ids: Vec<u64> = merged.members.iter().map(|m| m.id).collect();
+        let ids: Vec<u64> = merged.members.iter().map(|m| m.id.get()).collect();
         assert_eq!(ids, vec![1, 2, 5]);
         assert!(!merged.members[2].started);
         assert!(merged.majority_heard, "2 of 3 voters answered");
@@ -811,7 +842,7 @@ mod tests {
         let mut c = answer(3, None, vec![member(3, "m3", true)]);
         c.raft_index = None;
         let merged = merge(vec![c, a, b]);
-        assert_eq!(merged.responder_member_id, 2, "{merged:?}");
+        assert_eq!(merged.responder_member_id, MemberId::new(2), "{merged:?}");
     }
 
     #[test]
@@ -827,10 +858,14 @@ mod tests {
     #[test]
     fn answers_for_different_clusters_are_kept_not_dropped() {
         let (stale, mut fresh) = views();
-        fresh.cluster_id = 0xc2;
+        fresh.cluster_id = ClusterId::new(0xc2);
         let merged = merge(vec![stale, fresh]);
-        assert_eq!(merged.cluster_id, 0xc2, "the freshest view's");
-        assert_eq!(merged.other_cluster_ids, vec![0xc1]);
+        assert_eq!(
+            merged.cluster_id,
+            ClusterId::new(0xc2),
+            "the freshest view's"
+        );
+        assert_eq!(merged.other_cluster_ids, vec![ClusterId::new(0xc1)]);
     }
 
     #[test]
@@ -889,6 +924,38 @@ mod tests {
         )
         .await;
         assert!(matches!(err, Err(EtcdProbeError::NoEndpoints)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn the_probe_span_records_the_own_cluster_in_hex_like_every_id() {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let own = Some(ClusterId::new(0xcdf818194e3a8c32));
+        let _ = probe_until(&EtcdConn::default(), deadline, own, |_| false).await;
+        let logged = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logged.contains("own_cluster=Some(cdf818194e3a8c32)"),
+            "{logged}"
+        );
+        assert!(logged.contains("probe_until{deadline="), "{logged}");
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::client::{call, ApiError, ApiKind, ConfigError};
-use crate::disk::ids::parse_hex_id;
+use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 
 /// API group of the operator's resources.
 pub const GROUP: &str = "etcd-operator.cozystack.io";
@@ -92,8 +92,7 @@ pub struct EtcdMemberRecord {
     /// `spec.bootstrap`: this member is the seed that formed the cluster.
     pub bootstrap: bool,
     /// `status.memberID`: latched once the member was Ready; `None` while empty.
-    #[serde(with = "crate::disk::ids::serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// `spec.initialCluster`, frozen at creation; `None` while empty.
     pub initial_cluster: Option<String>,
     /// `spec.clusterToken`; `None` while empty.
@@ -110,8 +109,7 @@ pub struct EtcdClusterRecord {
     /// `metadata.name`.
     pub name: String,
     /// `status.clusterID`: latched once the cluster formed; `None` while empty.
-    #[serde(with = "crate::disk::ids::serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// `status.clusterToken`; `None` while empty.
     pub cluster_token: Option<String>,
     /// `spec.replicas` (0 pauses the cluster); `None` when absent.
@@ -254,7 +252,7 @@ pub fn parse_member(name: &str, doc: &Value) -> Result<EtcdMemberRecord, KubeEvi
         name: f.object_name(),
         cluster_name,
         bootstrap: f.bool("spec.bootstrap")?.unwrap_or(false),
-        member_id: f.hex_id("status.memberID")?,
+        member_id: f.etcd_id("status.memberID", MemberId::parse_recorded)?,
         initial_cluster: f.non_empty_string("spec.initialCluster")?,
         cluster_token: f.non_empty_string("spec.clusterToken")?,
         dormant: f.bool("spec.dormant")?.unwrap_or(false),
@@ -267,7 +265,7 @@ pub fn parse_cluster(name: &str, doc: &Value) -> Result<EtcdClusterRecord, KubeE
     let f = Fields::new(Kind::EtcdCluster, name, doc)?;
     Ok(EtcdClusterRecord {
         name: f.object_name(),
-        cluster_id: f.hex_id("status.clusterID")?,
+        cluster_id: f.etcd_id("status.clusterID", ClusterId::parse_recorded)?,
         cluster_token: f.non_empty_string("status.clusterToken")?,
         replicas: f.int("spec.replicas")?,
     })
@@ -371,10 +369,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn hex_id(&self, path: &str) -> Result<Option<u64>, KubeEvidenceError> {
+    fn etcd_id<T>(
+        &self,
+        path: &str,
+        parse: fn(&str) -> Result<Option<T>, HexIdError>,
+    ) -> Result<Option<T>, KubeEvidenceError> {
         match self.string(path)? {
             None => Ok(None),
-            Some(s) => parse_hex_id(&s).map_err(|e| self.malformed(path, e.to_string())),
+            Some(s) => parse(&s).map_err(|e| self.malformed(path, e.to_string())),
         }
     }
 }
@@ -416,7 +418,7 @@ mod tests {
         assert_eq!(rec.cluster_name, "etcd");
         assert!(rec.bootstrap);
         assert!(!rec.dormant);
-        assert_eq!(rec.member_id, Some(0xae36f238164a08ad));
+        assert_eq!(rec.member_id, Some(MemberId::new(0xae36f238164a08ad)));
         assert_eq!(rec.cluster_token.as_deref(), Some("tenant-a-etcd-1"));
         assert_eq!(rec.pod_uid.as_deref(), Some("0d6f"));
     }
@@ -499,7 +501,7 @@ mod tests {
             "status": {"clusterID": "769f1c9e0d723d0b", "clusterToken": "tenant-a-etcd-uid"},
         });
         let rec = parse_cluster("etcd", &doc).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(rec.cluster_id, Some(0x769f1c9e0d723d0b));
+        assert_eq!(rec.cluster_id, Some(ClusterId::new(0x769f1c9e0d723d0b)));
         assert_eq!(rec.cluster_token.as_deref(), Some("tenant-a-etcd-uid"));
         assert_eq!(rec.replicas, Some(3));
 
@@ -514,7 +516,7 @@ mod tests {
     fn records_serialize_ids_as_hex() {
         let rec = EtcdClusterRecord {
             name: "etcd".into(),
-            cluster_id: Some(0x769f1c9e0d723d0b),
+            cluster_id: Some(ClusterId::new(0x769f1c9e0d723d0b)),
             cluster_token: None,
             replicas: Some(3),
         };

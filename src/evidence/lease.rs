@@ -32,7 +32,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::client::{call, call_verb, ApiError, ApiKind};
-use crate::disk::ids::{hex_id, parse_hex_id};
+use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 
 /// The annotations' common prefix.
 pub const PREFIX: &str = "etcd-member-agent.cozystack.io/";
@@ -86,11 +86,9 @@ pub struct WitnessRecord {
     /// `spec.holderIdentity`: the Pod that last wrote it.
     pub holder: Option<String>,
     /// The member ID annotation.
-    #[serde(with = "crate::disk::ids::serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// The cluster ID annotation.
-    #[serde(with = "crate::disk::ids::serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// The raft term annotation.
     pub raft_term: Option<u64>,
     /// The raft index annotation (the high-water mark).
@@ -108,9 +106,9 @@ pub struct WitnessRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     /// The local member's ID.
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// Its cluster's ID.
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// Its raft term.
     pub raft_term: u64,
     /// Its raft index.
@@ -179,18 +177,28 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
         .get(POD_UID)
         .filter(|v| !v.trim().is_empty())
         .cloned();
-    let mut id = |key: &str, v: Option<String>| {
+    fn id<T>(
+        problems: &mut Vec<String>,
+        key: &str,
+        v: Option<String>,
+        parse: fn(&str) -> Result<Option<T>, HexIdError>,
+    ) -> Option<T> {
         let v = v?;
-        match parse_hex_id(&v) {
+        match parse(&v) {
             Ok(id) => id,
             Err(e) => {
                 problems.push(format!("annotation {key}: {e}"));
                 None
             }
         }
-    };
-    let member_id = id(MEMBER_ID, member);
-    let cluster_id = id(CLUSTER_ID, cluster);
+    }
+    let member_id = id(&mut problems, MEMBER_ID, member, MemberId::parse_recorded);
+    let cluster_id = id(
+        &mut problems,
+        CLUSTER_ID,
+        cluster,
+        ClusterId::parse_recorded,
+    );
     let mut number = |key: &str, v: Option<String>| {
         let v = v?;
         match v.parse::<u64>() {
@@ -309,8 +317,8 @@ fn annotations(
     term: u64,
 ) -> std::collections::BTreeMap<String, String> {
     let mut a = std::collections::BTreeMap::new();
-    a.insert(MEMBER_ID.to_owned(), hex_id(seen.member_id));
-    a.insert(CLUSTER_ID.to_owned(), hex_id(seen.cluster_id));
+    a.insert(MEMBER_ID.to_owned(), seen.member_id.to_string());
+    a.insert(CLUSTER_ID.to_owned(), seen.cluster_id.to_string());
     a.insert(RAFT_TERM.to_owned(), term.to_string());
     a.insert(RAFT_INDEX.to_owned(), index.to_string());
     if let Some(uid) = &seen.pod_uid {
@@ -345,8 +353,8 @@ mod tests {
     #[test]
     fn a_written_lease_parses_back() {
         let seen = Observed {
-            member_id: 0xae36f238164a08ad,
-            cluster_id: 0x769f1c9e0d723d0b,
+            member_id: MemberId::new(0xae36f238164a08ad),
+            cluster_id: ClusterId::new(0x769f1c9e0d723d0b),
             raft_term: 2,
             raft_index: 41,
             pod_name: "etcd-x7k2p".into(),
@@ -356,8 +364,8 @@ mod tests {
         let pairs: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let rec = parse(&lease(&pairs));
         assert_eq!(rec.name, "etcd-witness-etcd-x7k2p");
-        assert_eq!(rec.member_id, Some(0xae36f238164a08ad));
-        assert_eq!(rec.cluster_id, Some(0x769f1c9e0d723d0b));
+        assert_eq!(rec.member_id, Some(MemberId::new(0xae36f238164a08ad)));
+        assert_eq!(rec.cluster_id, Some(ClusterId::new(0x769f1c9e0d723d0b)));
         assert_eq!((rec.raft_term, rec.raft_index), (Some(2), Some(41)));
         assert_eq!(rec.pod_uid.as_deref(), Some("5c1d"));
         assert_eq!(rec.holder.as_deref(), Some("etcd-x7k2p"));

@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::disk::bbolt::{main_revision, BoltError, Db};
-use crate::disk::ids;
-use crate::disk::ids::hex_id;
+use crate::disk::ids::{self, ClusterId, MemberId};
 use crate::disk::layout::DirState;
 use crate::disk::layout::Inspection;
 
@@ -32,11 +31,11 @@ pub struct Expected {
     /// `--name`.
     pub name: String,
     /// Derived member ID of `--name`.
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// Derived cluster ID.
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// Every member: ID → (name, sorted peer URLs).
-    pub members: BTreeMap<u64, (String, Vec<String>)>,
+    pub members: BTreeMap<MemberId, (String, Vec<String>)>,
 }
 
 impl Expected {
@@ -49,7 +48,7 @@ impl Expected {
     ) -> Option<Expected> {
         let ids = ids::bootstrap_ids(initial_cluster, token);
         let member_id = *ids.get(name)?;
-        let all: Vec<u64> = ids.values().copied().collect();
+        let all: Vec<MemberId> = ids.values().copied().collect();
         let members = initial_cluster
             .iter()
             .map(|(n, urls)| {
@@ -236,32 +235,39 @@ pub fn check(ins: &Inspection, exp: &Expected) -> Result<Vec<String>, VerifyErro
     if ins.running {
         problems.push("a process holds its locks".into());
     }
-    let mut id_check = |what: &str, found: Option<u64>, want: u64| match found {
-        Some(f) if f == want => {}
-        Some(f) => problems.push(format!(
-            "{what} is {} but {} was expected",
-            hex_id(f),
-            hex_id(want)
-        )),
-        None => problems.push(format!("{what} is missing from the WAL")),
-    };
+    fn id_check<Id: PartialEq + std::fmt::Display>(
+        problems: &mut Vec<String>,
+        what: &str,
+        found: Option<Id>,
+        want: Id,
+    ) {
+        match found {
+            Some(f) if f == want => {}
+            Some(f) => problems.push(format!("{what} is {f} but {want} was expected")),
+            None => problems.push(format!("{what} is missing from the WAL")),
+        }
+    }
     id_check(
+        &mut problems,
         &format!("the member ID (for --name {})", exp.name),
         ins.member_id,
         exp.member_id,
     );
-    id_check("the cluster ID", ins.cluster_id, exp.cluster_id);
+    id_check(
+        &mut problems,
+        "the cluster ID",
+        ins.cluster_id,
+        exp.cluster_id,
+    );
 
-    let recorded: BTreeMap<u64, _> = ins.membership.iter().map(|m| (m.id, m)).collect();
+    let recorded: BTreeMap<MemberId, _> = ins.membership.iter().map(|m| (m.id, m)).collect();
     for (id, (name, urls)) in &exp.members {
         match recorded.get(id) {
             None => problems.push(format!(
-                "member {name} ({}) is missing from the restored membership",
-                hex_id(*id)
+                "member {name} ({id}) is missing from the restored membership"
             )),
             Some(m) if sorted_normalized(&m.peer_urls) != *urls => problems.push(format!(
-                "member {name} ({}) has peer URLs {} but --initial-cluster gives {}",
-                hex_id(*id),
+                "member {name} ({id}) has peer URLs {} but --initial-cluster gives {}",
                 m.peer_urls.join(","),
                 urls.join(",")
             )),
@@ -276,17 +282,14 @@ pub fn check(ins: &Inspection, exp: &Expected) -> Result<Vec<String>, VerifyErro
             // etcdctl 3.4 leaves the source cluster's members in the backend's
             // bucket; in 3.4 the `.snap` is the authoritative membership.
             notes.push(format!(
-                "the backend's members bucket still lists {} ({}) from the snapshot's cluster; the .snap membership is authoritative",
-                hex_id(*id),
+                "the backend's members bucket still lists {id} ({}) from the snapshot's cluster; the .snap membership is authoritative",
                 m.name
             ));
             continue;
         }
         problems.push(format!(
-            "the restored membership has an extra member {} ({}, from the {})",
-            hex_id(*id),
-            m.name,
-            m.source
+            "the restored membership has an extra member {id} ({}, from the {})",
+            m.name, m.source
         ));
     }
     if problems.is_empty() {
@@ -304,8 +307,8 @@ mod tests {
     fn derivation_matches_the_reference_vector() {
         let ic = ids::parse_initial_cluster("default=http://localhost:2380").unwrap();
         let exp = Expected::derive(&ic, "default", "etcd-cluster").unwrap();
-        assert_eq!(hex_id(exp.member_id), "8e9e05c52164694d");
-        assert_eq!(hex_id(exp.cluster_id), "cdf818194e3a8c32");
+        assert_eq!(exp.member_id.to_string(), "8e9e05c52164694d");
+        assert_eq!(exp.cluster_id.to_string(), "cdf818194e3a8c32");
         assert!(Expected::derive(&ic, "other", "etcd-cluster").is_none());
     }
 }

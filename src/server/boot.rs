@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::{PreflightVerdict, WalIdentity};
-use crate::disk::ids::parse_hex_id;
+use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 use crate::disk::layout::{self, Options, Paths};
 use crate::disk::lock::Probe;
 
@@ -295,20 +295,24 @@ pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, Strin
     });
     // An ID that does not parse is treated as unknown rather than failing the
     // whole file: the other fields still say what preflight decided.
-    let id = |key: &str| {
+    fn id<Id>(
+        doc: &Value,
+        key: &str,
+        parse: fn(&str) -> Result<Option<Id>, HexIdError>,
+    ) -> Option<Id> {
         doc.get("data_dir")
             .and_then(|d| d.get(key))
             .and_then(Value::as_str)
-            .and_then(|s| parse_hex_id(s).ok().flatten())
-    };
+            .and_then(|s| parse(s).ok().flatten())
+    }
     Ok(PreflightVerdict {
         verdict: verdict.to_owned(),
         exit_code,
         reason: text("reason"),
         remedy: text("remedy"),
         decided_at_unix,
-        member_id: id("member_id"),
-        cluster_id: id("cluster_id"),
+        member_id: id(doc, "member_id", MemberId::parse_recorded),
+        cluster_id: id(doc, "cluster_id", ClusterId::parse_recorded),
         path: path.display().to_string(),
     })
 }
@@ -455,8 +459,8 @@ mod tests {
         assert_eq!(v.exit_code, 0);
         assert_eq!(v.remedy, "");
         assert_eq!(v.decided_at_unix, Some(1_700_000_000));
-        assert_eq!(v.member_id, Some(0x8e9e05c52164694d));
-        assert_eq!(v.cluster_id, Some(0xcdf818194e3a8c32));
+        assert_eq!(v.member_id, Some(MemberId::new(0x8e9e05c52164694d)));
+        assert_eq!(v.cluster_id, Some(ClusterId::new(0xcdf818194e3a8c32)));
     }
 
     #[test]

@@ -21,7 +21,6 @@ use tokio::sync::watch;
 
 use super::identity::Identity;
 use super::metrics;
-use crate::disk::ids::hex_id;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -70,10 +69,10 @@ pub fn readiness(identity: &Identity, stale_after: Duration, now: SystemTime) ->
         let body = match &f.member {
             Some(m) => format!(
                 "ready: member {} ({}) of cluster {}, leader {}, raft term {}, index {}\n",
-                hex_id(m.member_id),
+                m.member_id,
                 m.name,
-                hex_id(m.cluster_id),
-                m.leader_id.map(hex_id).unwrap_or_default(),
+                m.cluster_id,
+                m.leader_id.map(|id| id.to_string()).unwrap_or_default(),
                 m.raft_term,
                 m.raft_index
             ),

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::proto;
-use crate::disk::ids::{hex_id, serde_hex};
+use crate::disk::ids::{ClusterId, MemberId};
 
 /// What the sidecar publishes: one observation of the member with what was
 /// expected of it. A new [`Identity::sequence`] marks every change of
@@ -68,11 +68,9 @@ pub struct LocalMember {
     /// `--name`.
     pub name: String,
     /// Member ID, from the response header.
-    #[serde(with = "serde_hex")]
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// Cluster ID, from the response header.
-    #[serde(with = "serde_hex")]
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// Peer URLs.
     pub peer_urls: Vec<String>,
     /// Client URLs.
@@ -80,8 +78,7 @@ pub struct LocalMember {
     /// A raft learner.
     pub is_learner: bool,
     /// The leader it knows of; `None` without one.
-    #[serde(with = "serde_hex::option")]
-    pub leader_id: Option<u64>,
+    pub leader_id: Option<MemberId>,
     /// Raft term.
     pub raft_term: u64,
     /// Raft commit index.
@@ -112,11 +109,9 @@ pub struct PreflightVerdict {
     /// When preflight decided, seconds since the epoch.
     pub decided_at_unix: Option<i64>,
     /// The directory's member ID as preflight read it.
-    #[serde(with = "serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// The directory's cluster ID as preflight read it.
-    #[serde(with = "serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// Where the verdict was read from.
     pub path: String,
 }
@@ -127,11 +122,9 @@ pub struct WalIdentity {
     /// `empty`, `initialized`, `partial`, `corrupt` or `unreadable`.
     pub state: String,
     /// Member ID from the WAL metadata.
-    #[serde(with = "serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// Cluster ID from the WAL metadata.
-    #[serde(with = "serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// HardState commit.
     pub commit_index: u64,
     /// HardState term.
@@ -172,13 +165,11 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExpectedIdentity {
     /// Expected member ID.
-    #[serde(with = "serde_hex::option")]
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// Where it came from.
     pub member_id_source: Source,
     /// Expected cluster ID.
-    #[serde(with = "serde_hex::option")]
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
     /// Where it came from.
     pub cluster_id_source: Source,
     /// The operator's records are consulted.
@@ -191,9 +182,9 @@ pub struct ExpectedIdentity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OperatorIds {
     /// `EtcdMember.status.memberID`.
-    pub member_id: Option<u64>,
+    pub member_id: Option<MemberId>,
     /// `EtcdCluster.status.clusterID`.
-    pub cluster_id: Option<u64>,
+    pub cluster_id: Option<ClusterId>,
 }
 
 /// A latent hazard of the Pod.
@@ -219,13 +210,17 @@ pub fn expect(
     verdict: Option<&PreflightVerdict>,
     wal: Option<&WalIdentity>,
 ) -> ExpectedIdentity {
-    let pick = |from_operator: Option<u64>, from_verdict: Option<u64>, from_wal: Option<u64>| {
+    fn pick<Id>(
+        from_operator: Option<Id>,
+        from_verdict: Option<Id>,
+        from_wal: Option<Id>,
+    ) -> (Option<Id>, Source) {
         from_operator
             .map(|id| (Some(id), Source::Operator))
             .or_else(|| from_verdict.map(|id| (Some(id), Source::PreflightVerdict)))
             .or_else(|| from_wal.map(|id| (Some(id), Source::WalAtBoot)))
             .unwrap_or((None, Source::None))
-    };
+    }
     let verdict = verdict.filter(|v| v.exit_code == 0);
     let (member_id, member_id_source) = pick(
         operator.and_then(|o| o.member_id),
@@ -309,15 +304,15 @@ pub fn assess(o: Observation<'_>) -> Vec<String> {
     if member.leader_id.is_none() {
         reasons.push(format!(
             "member {} knows no leader (no quorum, or an election is under way)",
-            hex_id(member.member_id)
+            member.member_id
         ));
     }
     if let Some(expected) = o.expected.member_id {
         if expected != member.member_id {
             reasons.push(format!(
                 "member ID {} differs from the expected {} (from {})",
-                hex_id(member.member_id),
-                hex_id(expected),
+                member.member_id,
+                expected,
                 o.expected.member_id_source.describe()
             ));
         }
@@ -326,8 +321,8 @@ pub fn assess(o: Observation<'_>) -> Vec<String> {
         if expected != member.cluster_id {
             reasons.push(format!(
                 "cluster ID {} differs from the expected {} (from {}): this member belongs to another cluster, or re-bootstrapped a new one",
-                hex_id(member.cluster_id),
-                hex_id(expected),
+                member.cluster_id,
+                expected,
                 o.expected.cluster_id_source.describe()
             ));
         }
@@ -348,8 +343,8 @@ fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error
     s.collect_str(&prost_types::Timestamp::from(*t))
 }
 
-fn hex_or_empty(id: Option<u64>) -> String {
-    id.map(hex_id).unwrap_or_default()
+fn hex_or_empty<Id: std::fmt::Display>(id: Option<Id>) -> String {
+    id.map(|id| id.to_string()).unwrap_or_default()
 }
 
 impl From<Source> for proto::ExpectationSource {
@@ -439,8 +434,8 @@ impl From<&Identity> for proto::Identity {
         };
         if let Some(m) = &f.member {
             out.name = m.name.clone();
-            out.member_id = hex_id(m.member_id);
-            out.cluster_id = hex_id(m.cluster_id);
+            out.member_id = m.member_id.to_string();
+            out.cluster_id = m.cluster_id.to_string();
             out.peer_urls = m.peer_urls.clone();
             out.client_urls = m.client_urls.clone();
             out.is_learner = m.is_learner;
@@ -464,12 +459,12 @@ mod tests {
     fn member(member_id: u64, cluster_id: u64) -> LocalMember {
         LocalMember {
             name: "m0".into(),
-            member_id,
-            cluster_id,
+            member_id: MemberId::new(member_id),
+            cluster_id: ClusterId::new(cluster_id),
             peer_urls: vec!["http://127.0.0.1:2380".into()],
             client_urls: vec!["http://127.0.0.1:2379".into()],
             is_learner: false,
-            leader_id: Some(member_id),
+            leader_id: Some(MemberId::new(member_id)),
             raft_term: 2,
             raft_index: 100,
             raft_applied_index: 100,
@@ -487,8 +482,8 @@ mod tests {
             reason: String::new(),
             remedy: String::new(),
             decided_at_unix: Some(1_700_000_000),
-            member_id,
-            cluster_id,
+            member_id: member_id.map(MemberId::new),
+            cluster_id: cluster_id.map(ClusterId::new),
             path: "/run/etcd-agent/preflight.json".into(),
         }
     }
@@ -496,8 +491,8 @@ mod tests {
     fn wal(member_id: u64, cluster_id: u64, commit_index: u64) -> WalIdentity {
         WalIdentity {
             state: "initialized".into(),
-            member_id: Some(member_id),
-            cluster_id: Some(cluster_id),
+            member_id: Some(MemberId::new(member_id)),
+            cluster_id: Some(ClusterId::new(cluster_id)),
             commit_index,
             term: 2,
             last_index: commit_index,
@@ -523,30 +518,30 @@ mod tests {
     #[test]
     fn the_operator_wins_then_the_verdict_then_the_wal() {
         let op = OperatorIds {
-            member_id: Some(1),
-            cluster_id: Some(2),
+            member_id: Some(MemberId::new(1)),
+            cluster_id: Some(ClusterId::new(2)),
         };
         let v = verdict(Some(3), Some(4));
         let w = wal(5, 6, 10);
         let e = expect(Some(op), Some(&v), Some(&w));
         assert_eq!(
             (e.member_id, e.member_id_source),
-            (Some(1), Source::Operator)
+            (Some(MemberId::new(1)), Source::Operator)
         );
         assert_eq!(
             (e.cluster_id, e.cluster_id_source),
-            (Some(2), Source::Operator)
+            (Some(ClusterId::new(2)), Source::Operator)
         );
 
         let e = expect(None, Some(&v), Some(&w));
         assert_eq!(
             (e.member_id, e.member_id_source),
-            (Some(3), Source::PreflightVerdict)
+            (Some(MemberId::new(3)), Source::PreflightVerdict)
         );
         let e = expect(None, None, Some(&w));
         assert_eq!(
             (e.cluster_id, e.cluster_id_source),
-            (Some(6), Source::WalAtBoot)
+            (Some(ClusterId::new(6)), Source::WalAtBoot)
         );
         let e = expect(None, None, None);
         assert_eq!((e.member_id, e.member_id_source), (None, Source::None));
@@ -557,17 +552,17 @@ mod tests {
         // A joining member: the operator knows the cluster, not yet the member.
         let op = OperatorIds {
             member_id: None,
-            cluster_id: Some(2),
+            cluster_id: Some(ClusterId::new(2)),
         };
         let v = verdict(None, None);
         let e = expect(Some(op), Some(&v), Some(&wal(7, 2, 1)));
         assert_eq!(
             (e.member_id, e.member_id_source),
-            (Some(7), Source::WalAtBoot)
+            (Some(MemberId::new(7)), Source::WalAtBoot)
         );
         assert_eq!(
             (e.cluster_id, e.cluster_id_source),
-            (Some(2), Source::Operator)
+            (Some(ClusterId::new(2)), Source::Operator)
         );
     }
 
@@ -617,7 +612,7 @@ mod tests {
         let m = member(0xb, 0xc);
         let e = expect(
             Some(OperatorIds {
-                member_id: Some(0xa),
+                member_id: Some(MemberId::new(0xa)),
                 cluster_id: None,
             }),
             None,

@@ -21,7 +21,6 @@ use super::config::KubeConfig;
 use super::identity::Identity;
 use super::metrics::{Metrics, Outcome};
 use super::witness::Mark;
-use crate::disk::ids::hex_id;
 use crate::evidence::client::ApiError;
 use crate::evidence::kube;
 use crate::evidence::lease::{self, Observed, Written};
@@ -40,7 +39,7 @@ pub async fn boot_mark(conf: &KubeConfig) -> Option<Mark> {
     let t = &conf.target;
     match lease::read(&client, &t.namespace, &t.member_name, deadline).await {
         Ok(Some(rec)) => {
-            tracing::info!(lease = %rec.name, member_id = %rec.member_id.map(hex_id).unwrap_or_default(), raft_index = rec.raft_index.unwrap_or_default(), "read the witness Lease at boot");
+            tracing::info!(lease = %rec.name, member_id = %rec.member_id.map(|id| id.to_string()).unwrap_or_default(), raft_index = rec.raft_index.unwrap_or_default(), "read the witness Lease at boot");
             Some(Mark {
                 member_id: rec.member_id?,
                 cluster_id: rec.cluster_id?,
@@ -131,7 +130,7 @@ pub async fn run(
                 metrics
                     .witness_raft_index
                     .set(i64::try_from(rec.raft_index.unwrap_or_default()).unwrap_or(i64::MAX));
-                tracing::info!(lease = %rec.name, member_id = %hex_id(seen.member_id), cluster_id = %hex_id(seen.cluster_id), raft_index = seen.raft_index, "created the witness Lease");
+                tracing::info!(lease = %rec.name, member_id = %seen.member_id, cluster_id = %seen.cluster_id, raft_index = seen.raft_index, "created the witness Lease");
             }
             Ok(Written::Renewed(rec)) => {
                 Metrics::count(&metrics.witness_writes, Outcome::ok);
@@ -144,10 +143,10 @@ pub async fn run(
                 Metrics::count(&metrics.witness_writes, Outcome::error);
                 tracing::warn!(
                     lease = %rec.name,
-                    lease_member_id = %rec.member_id.map(hex_id).unwrap_or_default(),
-                    lease_cluster_id = %rec.cluster_id.map(hex_id).unwrap_or_default(),
-                    member_id = %hex_id(seen.member_id),
-                    cluster_id = %hex_id(seen.cluster_id),
+                    lease_member_id = %rec.member_id.map(|id| id.to_string()).unwrap_or_default(),
+                    lease_cluster_id = %rec.cluster_id.map(|id| id.to_string()).unwrap_or_default(),
+                    member_id = %seen.member_id,
+                    cluster_id = %seen.cluster_id,
                     "the witness Lease records other IDs than the local member's, which is not consistent with its expected identity: the Lease is left as it is"
                 );
             }

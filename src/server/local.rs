@@ -16,6 +16,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::config::LocalEtcd;
 use super::identity::LocalMember;
+use crate::disk::ids::{ClusterId, MemberId};
 use crate::evidence::etcd::describe_error;
 
 /// Why the local member could not be asked at all (a configuration error).
@@ -120,6 +121,7 @@ impl LocalClient {
         })?;
         let member_id = header.member_id();
         let me = members.members().iter().find(|m| m.id() == member_id);
+        let member_id = MemberId::new(member_id);
         let alarms = status
             .errors()
             .iter()
@@ -128,11 +130,11 @@ impl LocalClient {
         Ok(LocalMember {
             name: me.map(|m| m.name().to_owned()).unwrap_or_default(),
             member_id,
-            cluster_id: header.cluster_id(),
+            cluster_id: ClusterId::new(header.cluster_id()),
             peer_urls: me.map(|m| m.peer_urls().to_vec()).unwrap_or_default(),
             client_urls: me.map(|m| m.client_urls().to_vec()).unwrap_or_default(),
             is_learner: status.is_learner() || me.is_some_and(|m| m.is_learner()),
-            leader_id: Some(status.leader()).filter(|&l| l != 0),
+            leader_id: Some(status.leader()).filter(|&l| l != 0).map(MemberId::new),
             raft_term: status.raft_term(),
             raft_index: status.raft_index(),
             raft_applied_index: status.raft_applied_index(),
@@ -198,9 +200,10 @@ fn describe_alarm(entry: &str) -> Option<String> {
     let member = entry
         .split_whitespace()
         .find_map(|w| w.strip_prefix("memberID:"))
-        .and_then(|id| id.parse::<u64>().ok());
+        .and_then(|id| id.parse::<u64>().ok())
+        .map(MemberId::new);
     Some(match member {
-        Some(id) => format!("{alarm} on {}", crate::disk::ids::hex_id(id)),
+        Some(id) => format!("{alarm} on {id}"),
         None => alarm.to_owned(),
     })
 }

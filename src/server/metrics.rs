@@ -11,7 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::identity::Identity;
-use crate::disk::ids::hex_id;
 
 /// How an operation ended.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -237,8 +236,8 @@ impl Metrics {
                 self.db_size.set(m.db_size);
                 let labels = InfoLabels {
                     name: m.name.clone(),
-                    member_id: hex_id(m.member_id),
-                    cluster_id: hex_id(m.cluster_id),
+                    member_id: m.member_id.to_string(),
+                    cluster_id: m.cluster_id.to_string(),
                     etcd_version: m.etcd_version.clone(),
                 };
                 // One series only: drop the previous identity's when it changes.

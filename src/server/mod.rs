@@ -391,8 +391,8 @@ async fn read_boot(config: &Config) -> Boot {
             Ok(wal) => {
                 tracing::info!(
                     state = %wal.state,
-                    member_id = %wal.member_id.map(crate::disk::ids::hex_id).unwrap_or_default(),
-                    cluster_id = %wal.cluster_id.map(crate::disk::ids::hex_id).unwrap_or_default(),
+                    member_id = %wal.member_id.map(|id| id.to_string()).unwrap_or_default(),
+                    cluster_id = %wal.cluster_id.map(|id| id.to_string()).unwrap_or_default(),
                     commit = wal.commit_index,
                     "read the WAL at boot"
                 );

@@ -145,8 +145,8 @@ impl Poller {
                         if answer.is_err() {
                             tracing::info!(
                                 endpoint = self.local.endpoint(),
-                                member_id = %crate::disk::ids::hex_id(member.member_id),
-                                cluster_id = %crate::disk::ids::hex_id(member.cluster_id),
+                                member_id = %member.member_id,
+                                cluster_id = %member.cluster_id,
                                 "local member answers"
                             );
                         }

@@ -18,15 +18,15 @@ use std::time::SystemTime;
 use serde::Deserialize;
 
 use super::identity::LocalMember;
-use crate::disk::ids::hex_id;
+use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 
 /// What the file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     /// The member it is about.
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// Its cluster.
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// The highest raft index seen while consistent.
     pub raft_index: u64,
     /// The raft term at that index.
@@ -48,14 +48,16 @@ struct FileMark {
 
 fn parse(bytes: &[u8]) -> Result<Mark, String> {
     let f: FileMark = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let id = |s: &str| match crate::disk::ids::parse_hex_id(s) {
-        Ok(Some(id)) => Ok(id),
-        Ok(None) => Err("an empty ID".to_owned()),
-        Err(e) => Err(e.to_string()),
-    };
+    fn id<Id>(s: &str, parse: fn(&str) -> Result<Option<Id>, HexIdError>) -> Result<Id, String> {
+        match parse(s) {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err("an empty ID".to_owned()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
     Ok(Mark {
-        member_id: id(&f.member_id)?,
-        cluster_id: id(&f.cluster_id)?,
+        member_id: id(&f.member_id, MemberId::parse_recorded)?,
+        cluster_id: id(&f.cluster_id, ClusterId::parse_recorded)?,
         raft_index: f.raft_index,
         raft_term: f.raft_term,
         regressed_to: f.regressed_to,
@@ -77,7 +79,7 @@ impl Witness {
         let mark = match std::fs::read(path) {
             Ok(bytes) => match parse(&bytes) {
                 Ok(m) => {
-                    tracing::info!(path = %path.display(), member_id = %hex_id(m.member_id), raft_index = m.raft_index, regressed = m.regressed_to.is_some(), "read the witness file");
+                    tracing::info!(path = %path.display(), member_id = %m.member_id, raft_index = m.raft_index, regressed = m.regressed_to.is_some(), "read the witness file");
                     Some(m)
                 }
                 Err(e) => {
@@ -200,8 +202,8 @@ impl Witness {
             .with_extension(format!("tmp.{}", std::process::id()));
         let write = || -> std::io::Result<()> {
             let bytes = serde_json::to_vec(&serde_json::json!({
-                "member_id": hex_id(mark.member_id),
-                "cluster_id": hex_id(mark.cluster_id),
+                "member_id": mark.member_id,
+                "cluster_id": mark.cluster_id,
                 "raft_index": mark.raft_index,
                 "raft_term": mark.raft_term,
                 "regressed_to": mark.regressed_to,
@@ -224,12 +226,12 @@ mod tests {
     fn member(index: u64) -> LocalMember {
         LocalMember {
             name: "m0".into(),
-            member_id: 1,
-            cluster_id: 2,
+            member_id: MemberId::new(1),
+            cluster_id: ClusterId::new(2),
             peer_urls: Vec::new(),
             client_urls: Vec::new(),
             is_learner: false,
-            leader_id: Some(1),
+            leader_id: Some(MemberId::new(1)),
             raft_term: 2,
             raft_index: index,
             raft_applied_index: index,
@@ -264,8 +266,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("witness.json");
         let lease = |member_id, raft_index| Mark {
-            member_id,
-            cluster_id: 2,
+            member_id: MemberId::new(member_id),
+            cluster_id: ClusterId::new(2),
             raft_index,
             raft_term: 3,
             regressed_to: None,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::common::{self, etcd35_dir, free_port, BlackHole};
 
+use etcd_member_agent::disk::ids::{ClusterId, MemberId};
 use etcd_member_agent::evidence::etcd::{
     probe, probe_until, EtcdConn, EtcdProbeError, LiveCluster,
 };
@@ -251,7 +252,7 @@ impl Etcd {
     }
 
     /// (cluster ID, this member's ID) as etcdctl reports them.
-    fn ids_from_etcdctl(&self) -> (u64, u64) {
+    fn ids_from_etcdctl(&self) -> (ClusterId, MemberId) {
         let text = self.etcdctl(&["member", "list", "-w", "json"]);
         let doc: serde_json::Value =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("etcdctl json: {e}: {text}"));
@@ -261,7 +262,7 @@ impl Etcd {
         let member_id = doc["header"]["member_id"]
             .as_u64()
             .unwrap_or_else(|| panic!("no member_id in {text}"));
-        (cluster_id, member_id)
+        (ClusterId::new(cluster_id), MemberId::new(member_id))
     }
 }
 

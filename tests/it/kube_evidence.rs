@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::kube_fake::{
     cluster_obj, cluster_path, member_obj, member_path, FakeApi, Fault, NAMESPACE,
 };
+use etcd_member_agent::disk::ids::{ClusterId, MemberId};
 use etcd_member_agent::evidence::client::{ApiError, ConfigError};
 use etcd_member_agent::evidence::kube::{
     client, fetch, Kind, KubeEvidenceError, KubeTarget, OperatorRecord,
@@ -55,7 +56,10 @@ async fn a_member_that_was_ready_carries_its_member_id() {
     assert_eq!(rec.member.name, MEMBER);
     assert_eq!(rec.member.cluster_name, CLUSTER);
     assert!(!rec.member.bootstrap);
-    assert_eq!(rec.member.member_id, Some(0xae36f238164a08ad));
+    assert_eq!(
+        rec.member.member_id,
+        Some(MemberId::new(0xae36f238164a08ad))
+    );
     assert!(!rec.member.dormant);
     assert_eq!(
         rec.member.cluster_token.as_deref(),
@@ -68,7 +72,10 @@ async fn a_member_that_was_ready_carries_its_member_id() {
         .is_some_and(|ic| ic.contains(MEMBER)));
     assert!(rec.member.pod_uid.is_some());
     assert_eq!(rec.cluster.name, CLUSTER);
-    assert_eq!(rec.cluster.cluster_id, Some(0x769f1c9e0d723d0b));
+    assert_eq!(
+        rec.cluster.cluster_id,
+        Some(ClusterId::new(0x769f1c9e0d723d0b))
+    );
     assert_eq!(rec.cluster.replicas, Some(3));
 
     // Through the real paths, with the kubeconfig's credentials.
@@ -99,7 +106,10 @@ async fn a_seed_whose_cluster_formed_shows_the_cluster_id_without_a_member_id() 
     let rec = fetch_ok(&api).await;
     assert!(rec.member.bootstrap);
     assert_eq!(rec.member.member_id, None);
-    assert_eq!(rec.cluster.cluster_id, Some(0x769f1c9e0d723d0b));
+    assert_eq!(
+        rec.cluster.cluster_id,
+        Some(ClusterId::new(0x769f1c9e0d723d0b))
+    );
     assert_eq!(
         rec.member.initial_cluster,
         Some(format!(
@@ -134,7 +144,10 @@ async fn a_scale_up_member_not_yet_ready_is_not_bootstrap_and_has_no_member_id()
     let rec = fetch_ok(&api).await;
     assert!(!rec.member.bootstrap);
     assert_eq!(rec.member.member_id, None);
-    assert_eq!(rec.cluster.cluster_id, Some(0x769f1c9e0d723d0b));
+    assert_eq!(
+        rec.cluster.cluster_id,
+        Some(ClusterId::new(0x769f1c9e0d723d0b))
+    );
     api.stop().await;
 }
 
@@ -287,7 +300,10 @@ async fn an_overloaded_server_is_retried_until_it_answers() {
         .cluster(cluster_obj(CLUSTER, Some(CLUSTER_ID)))
         .fault_times(member_path(NAMESPACE, MEMBER), Fault::Status(503), 2);
     let rec = fetch_ok(&api).await;
-    assert_eq!(rec.member.member_id, Some(0xae36f238164a08ad));
+    assert_eq!(
+        rec.member.member_id,
+        Some(MemberId::new(0xae36f238164a08ad))
+    );
     assert_eq!(api.requests().len(), 4);
     api.stop().await;
 }

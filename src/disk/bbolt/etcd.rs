@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::walk::Visit;
 use super::{BoltError, Db, RecordProblem};
+use crate::disk::ids::MemberId;
 use crate::disk::pb::{self, PbError};
 
 /// What the backend says about the member, read offline.
@@ -52,8 +53,7 @@ pub struct Backend {
     /// The `members` bucket, in key order.
     pub members: Vec<BackendMember>,
     /// The `members_removed` bucket's ids.
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub removed_members: Vec<u64>,
+    pub removed_members: Vec<MemberId>,
     /// `cluster`/`clusterVersion`.
     pub cluster_version: Option<String>,
     /// `cluster`/`downgrade` (3.5+): the downgrade `etcdctl downgrade enable`
@@ -121,8 +121,7 @@ impl Downgrade {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackendMember {
     /// Member id (from the JSON value).
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub id: u64,
+    pub id: MemberId,
     /// Member name; empty until the member has published its attributes.
     pub name: String,
     /// Peer URLs.
@@ -137,8 +136,7 @@ pub struct BackendMember {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackendAlarm {
     /// The member that raised it.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// `NOSPACE`, `CORRUPT`, `NONE`, or the number of an alarm type unknown here.
     pub alarm: String,
 }
@@ -351,7 +349,7 @@ impl Db {
                 let m: MemberJson =
                     serde_json::from_slice(value).map_err(|e| bad(RecordProblem::Json(e)))?;
                 out.members.push(BackendMember {
-                    id: m.id,
+                    id: MemberId::new(m.id),
                     name: m.name.unwrap_or_default(),
                     peer_urls: m.peer_urls.unwrap_or_default(),
                     client_urls: m.client_urls.unwrap_or_default(),
@@ -362,6 +360,7 @@ impl Db {
                 let id = std::str::from_utf8(key)
                     .ok()
                     .and_then(|s| u64::from_str_radix(s, 16).ok())
+                    .map(MemberId::new)
                     .ok_or_else(|| bad(RecordProblem::HexId))?;
                 out.removed_members.push(id);
             }
@@ -381,7 +380,7 @@ impl Db {
                     }
                 }
                 out.alarms.push(BackendAlarm {
-                    member_id,
+                    member_id: MemberId::new(member_id),
                     alarm: match alarm {
                         0 => "NONE".to_owned(),
                         1 => "NOSPACE".to_owned(),
@@ -670,14 +669,14 @@ mod tests {
             s.members,
             vec![
                 BackendMember {
-                    id: 0x8e9e05c52164694d,
+                    id: MemberId::new(0x8e9e05c52164694d),
                     name: "default".into(),
                     peer_urls: vec!["http://localhost:2380".into()],
                     client_urls: vec!["http://localhost:2379".into()],
                     is_learner: false,
                 },
                 BackendMember {
-                    id: 161,
+                    id: MemberId::new(161),
                     name: String::new(),
                     peer_urls: vec!["http://b:2380".into()],
                     client_urls: vec![],
@@ -685,18 +684,18 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(s.removed_members, vec![0xff]);
+        assert_eq!(s.removed_members, vec![MemberId::new(0xff)]);
         assert_eq!(s.cluster_version.as_deref(), Some("3.5.0"));
         // alarm keys sort by their protobuf bytes: member 5 first.
         assert_eq!(
             s.alarms,
             vec![
                 BackendAlarm {
-                    member_id: 5,
+                    member_id: MemberId::new(5),
                     alarm: "CORRUPT".into()
                 },
                 BackendAlarm {
-                    member_id: 0x8e9e05c52164694d,
+                    member_id: MemberId::new(0x8e9e05c52164694d),
                     alarm: "NOSPACE".into()
                 },
             ]
@@ -923,12 +922,12 @@ mod tests {
             Some(serde_json::json!({"auto_leave": false, "voters": [0x4a37412995744e25u64]}))
         );
         assert_eq!(s.members.len(), 1);
-        assert_eq!(s.members[0].id, 0x4a37412995744e25);
+        assert_eq!(s.members[0].id, MemberId::new(0x4a37412995744e25));
         assert_eq!(s.members[0].name, "fixture");
         assert_eq!(
             s.alarms,
             vec![BackendAlarm {
-                member_id: 0x4a37412995744e25,
+                member_id: MemberId::new(0x4a37412995744e25),
                 alarm: "NOSPACE".into()
             }]
         );

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb::PbError;
 use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState};
 use crate::disk::reader::{IoError, PosReader};
@@ -112,11 +113,9 @@ pub struct Wal {
     /// Segments, by sequence number.
     pub segments: Vec<WalSegment>,
     /// Member ID from the metadata records.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub member_id: u64,
+    pub member_id: MemberId,
     /// Cluster ID from the metadata records.
-    #[serde(with = "crate::disk::ids::serde_hex")]
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     /// The last HardState record (all zeros when there is none).
     pub hard_state: HardState,
     /// Index of the last entry read (0 when there is none).
@@ -349,7 +348,7 @@ pub fn list_segments(wal_dir: &Path) -> Result<Vec<WalSegment>, WalError> {
 /// CRC, read ahead of [`read_wal`] so that a decision waiting on the network
 /// knows which cluster's answer may end its wait. `None` when the directory has
 /// no segment or its first records do not yield the IDs ([`read_wal`] says why).
-pub fn wal_identity(wal_dir: &Path) -> Option<(u64, u64)> {
+pub fn wal_identity(wal_dir: &Path) -> Option<(MemberId, ClusterId)> {
     /// The metadata record is the second of a segment; a few more are allowed.
     const FIRST_RECORDS: usize = 4;
     let segments = list_segments(wal_dir).ok()?;
@@ -826,12 +825,15 @@ mod tests {
         assert_eq!(wal.segments[1].seq, 1);
         assert_eq!(wal.segments[1].first_index, 100);
         assert_eq!(wal.segments[1].size, 64 * 1024);
-        assert_eq!((wal.member_id, wal.cluster_id), (NODE, CLUSTER));
+        assert_eq!(
+            (wal.member_id, wal.cluster_id),
+            (MemberId::new(NODE), ClusterId::new(CLUSTER))
+        );
         assert_eq!(
             wal.hard_state,
             HardState {
                 term: 2,
-                vote: NODE,
+                vote: MemberId::new(NODE),
                 commit: 30
             }
         );
@@ -846,8 +848,8 @@ mod tests {
             WalSnapshotRef {
                 index: 10,
                 term: 2,
-                voters: vec![NODE],
-                learners: vec![5],
+                voters: vec![MemberId::new(NODE)],
+                learners: vec![MemberId::new(5)],
                 has_conf_state: true
             }
         );
@@ -855,9 +857,9 @@ mod tests {
         let first = &wal.conf_changes[0];
         assert_eq!((first.index, first.term), (1, 1));
         assert_eq!(first.kind, ConfChangeKind::AddNode);
-        assert_eq!(first.node_id, NODE);
+        assert_eq!(first.node_id, MemberId::new(NODE));
         let m = first.member.as_ref().unwrap();
-        assert_eq!(m.id, NODE);
+        assert_eq!(m.id, MemberId::new(NODE));
         assert_eq!(m.peer_urls, vec![format!("http://m{NODE}:2380")]);
         assert!(m.client_urls.is_empty());
         assert!(!m.is_learner);
@@ -876,7 +878,7 @@ mod tests {
         e.write(dir.path(), 0);
         let wal = read_wal(dir.path()).unwrap();
         assert_eq!(wal.last_index, 30);
-        assert_eq!(wal.member_id, NODE);
+        assert_eq!(wal.member_id, MemberId::new(NODE));
     }
 
     #[test]
@@ -1202,7 +1204,7 @@ mod tests {
         let wal = read_wal(Path::new(&dir)).unwrap();
         let took = t.elapsed();
         println!(
-            "member {:016x} cluster {:016x} hs {:?} last {}/{} records {} torn {:?} end {:?} in {took:?}",
+            "member {} cluster {} hs {:?} last {}/{} records {} torn {:?} end {:?} in {took:?}",
             wal.member_id,
             wal.cluster_id,
             wal.hard_state,

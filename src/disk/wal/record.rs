@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::frame::{zero_sector, LEN_WORD_BYTES};
 use super::{CorruptKind, TornReason};
+use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb;
 use crate::disk::raftpb::{
     self, bytes, decode_conf_change, decode_conf_state, decode_hard_state, undecodable, varint,
@@ -29,11 +30,9 @@ pub struct WalSnapshotRef {
     /// Raft term of the snapshot.
     pub term: u64,
     /// Voters from its conf state (empty when absent).
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub voters: Vec<u64>,
+    pub voters: Vec<MemberId>,
     /// Learners from its conf state (empty when absent).
-    #[serde(with = "crate::disk::ids::serde_hex::vec")]
-    pub learners: Vec<u64>,
+    pub learners: Vec<MemberId>,
     /// Whether the record carried a conf state at all (written since 3.5; never
     /// in the initial `{0, 0}` record).
     pub has_conf_state: bool,
@@ -53,7 +52,7 @@ pub(super) struct State {
     pub(super) crc: u32,
     pub(super) records: u64,
     pub(super) metadata: Option<Vec<u8>>,
-    pub(super) ids: Option<(u64, u64)>,
+    pub(super) ids: Option<(MemberId, ClusterId)>,
     pub(super) hard_state: HardState,
     pub(super) last_index: u64,
     pub(super) last_term: u64,
@@ -197,7 +196,7 @@ fn decode_record(buf: &[u8]) -> Result<Record<'_>, CorruptKind> {
     Ok(rec)
 }
 
-fn decode_metadata(buf: &[u8]) -> Result<(u64, u64), CorruptKind> {
+fn decode_metadata(buf: &[u8]) -> Result<(MemberId, ClusterId), CorruptKind> {
     const WHAT: &str = "metadata";
     let (mut node, mut cluster) = (0, 0);
     for f in pb::fields(buf) {
@@ -207,7 +206,7 @@ fn decode_metadata(buf: &[u8]) -> Result<(u64, u64), CorruptKind> {
             _ => {}
         }
     }
-    Ok((node, cluster))
+    Ok((MemberId::new(node), ClusterId::new(cluster)))
 }
 
 fn decode_snapshot(buf: &[u8]) -> Result<WalSnapshotRef, CorruptKind> {
