@@ -395,6 +395,7 @@ fn io_state(e: &io::Error) -> DirState {
 /// and locks. Never writes, never locks, never follows a symlink inside the data
 /// dir. Problems become the `state` and `problem` of the report, not errors: every
 /// directory gets a report.
+#[tracing::instrument(level = "debug", skip_all, fields(data_dir = %paths.data_dir.display()))]
 pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let mut r = Inspection::new(paths, DirState::Empty);
 

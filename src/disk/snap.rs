@@ -233,6 +233,7 @@ pub fn list_snaps(snap_dir: &Path) -> Result<Vec<SnapName>, SnapError> {
 }
 
 /// Reads and verifies one `.snap` file.
+#[tracing::instrument(level = "debug", skip_all, fields(path = %path.display()))]
 pub fn read_snap(path: &Path) -> Result<SnapFile, SnapError> {
     let file = PosReader::open(path)?;
     if file.len() > MAX_SNAP_BYTES {

@@ -269,6 +269,7 @@ where
 
 /// As [`call`], for a call whose RBAC verb is `verb` (`create`, `update`):
 /// a 403 names it.
+#[tracing::instrument(level = "debug", skip(deadline, call))]
 pub async fn call_verb<K, T, F, Fut>(
     verb: &'static str,
     kind: K,

@@ -95,6 +95,7 @@ fn cut(message: &str) -> String {
 
 /// Creates the Warning Event `reason` (the verdict's name) with `message` on
 /// `pod`, once per Pod and `key` (for a verdict, its name), by `deadline`.
+#[tracing::instrument(level = "debug", skip(client, pod, message, deadline), fields(pod = %pod.name))]
 pub async fn report(
     client: &Client,
     pod: &PodRef,

@@ -132,6 +132,7 @@ pub enum Written {
 }
 
 /// Reads the witness of `member`: `Ok(None)` when there is none (404).
+#[tracing::instrument(level = "debug", skip(client, deadline))]
 pub async fn read(
     client: &Client,
     namespace: &str,
@@ -233,6 +234,7 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
 /// IDs is replaced only when `overwrite` (the member is consistent with its
 /// expected identity, which changed); otherwise it is left untouched.
 /// `duration_secs` is written as `leaseDurationSeconds`.
+#[tracing::instrument(level = "debug", skip(client, seen, deadline))]
 pub async fn write(
     client: &Client,
     namespace: &str,

@@ -75,6 +75,7 @@ impl Drop for WatcherSlot {
 
 #[tonic::async_trait]
 impl MemberAgent for AgentService {
+    #[tracing::instrument(level = "trace", skip_all)]
     async fn get_identity(
         &self,
         _request: Request<proto::GetIdentityRequest>,
@@ -90,6 +91,7 @@ impl MemberAgent for AgentService {
 
     type WatchIdentityStream = ReceiverStream<Result<proto::Identity, Status>>;
 
+    #[tracing::instrument(level = "trace", skip_all)]
     async fn watch_identity(
         &self,
         _request: Request<proto::WatchIdentityRequest>,

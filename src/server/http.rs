@@ -89,6 +89,7 @@ pub fn readiness(identity: &Identity, stale_after: Duration, now: SystemTime) ->
     (false, body)
 }
 
+#[tracing::instrument(level = "trace", skip_all)]
 async fn readyz(State(state): State<HttpState>) -> Response {
     let (ready, body) = {
         let identity = state.identity.borrow();
@@ -130,6 +131,7 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
     om > 0.0 && om >= text
 }
 
+#[tracing::instrument(level = "trace", skip_all)]
 async fn metrics(State(state): State<HttpState>, headers: header::HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let (rendered, content_type) = if wants_openmetrics(accept) {

@@ -382,6 +382,7 @@ pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
 /// with the crc chain, the metadata and raft's log truncation checked across
 /// segment boundaries exactly as one sequential pass checks them. The result,
 /// errors included, is the sequential pass's.
+#[tracing::instrument(level = "debug", skip_all, fields(wal_dir = %wal_dir.display(), threads))]
 pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
     let segments = list_segments(wal_dir)?;
     if segments.is_empty() {
