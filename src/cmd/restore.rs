@@ -39,7 +39,7 @@ use serde_json::json;
 use super::preflight::{self, EvidenceEntry};
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::ids::{self, ClusterId, MemberId};
-use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::layout::{self, DirState, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::error::Error;
 use crate::evidence::Source;
@@ -761,6 +761,25 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     pieces::test_pause("rename");
     let t = Instant::now();
     let data_paths = Paths::new(&p.data_dir, None);
+    // An empty directory with a `member/` holds only etcd's debris of a failed
+    // first start (an empty `member/`, a db with nothing in it, no WAL): it is
+    // set aside into the staging directory, or the rename below would refuse
+    // it on every run. Anything else under `member/` keeps it from being empty.
+    if std::fs::symlink_metadata(&data_paths.member_dir).is_ok() {
+        let now = layout::inspect(&data_paths, Options::default());
+        if now.state == DirState::Empty {
+            stage::set_aside(&data_paths.member_dir, &staging.root.join("debris-member"))
+                .map_err(|e| cleanup(stage_stop(e)))?;
+            r.notes.push(format!(
+                "set aside etcd's debris of a failed first start ({}); removed with the staging directory",
+                now.unexpected
+                    .iter()
+                    .map(|e| e.path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
     stage::publish(&restored.join("member"), &data_paths.member_dir)
         .map_err(|e| cleanup(stage_stop(e)))?;
     pieces::test_pause("cleanup");

@@ -155,6 +155,15 @@ pub fn fsync_tree(root: &Path) -> Result<(), StageError> {
     Ok(())
 }
 
+/// Moves `member_dir` (etcd's debris of a failed first start, which the caller
+/// has just inspected as empty) into the staging directory `aside`, so that
+/// [`publish`] can rename the restored `member/` into its place; the staging
+/// directory's removal takes the debris with it. A crash in between leaves no
+/// `member/` and a staging directory, which the next run removes.
+pub fn set_aside(member_dir: &Path, aside: &Path) -> Result<(), StageError> {
+    std::fs::rename(member_dir, aside).map_err(|e| StageError::new("rename aside", member_dir, e))
+}
+
 /// Atomically moves `from` (a complete, fsynced `member/`) to `to`, refusing to
 /// replace anything there, then fsyncs the destination's directory.
 pub fn publish(from: &Path, to: &Path) -> Result<(), StageError> {

@@ -342,6 +342,68 @@ fn one_member_round_trip(version: EtcdVersion) {
     assert_eq!(etcd.get("after-restore").as_deref(), Some("writable"));
 }
 
+/// Review of the debris rule: etcd's debris of a failed first start (here etcd
+/// started with `=existing` and only itself to ask, so it exits, leaving a
+/// `member/snap/db` and no WAL) is an empty directory, so restore's gate says
+/// `bootstrap`; but the publishing rename refused the `member/` it found, and
+/// every run failed with 3 (`data-dir-unwritable`). The debris is set aside.
+fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let m = &members[0];
+    let data = base.path().join("r0/data");
+    let failed = Member::new(
+        version,
+        base.path().join("r0"),
+        MemberFlags {
+            name: m.name.clone(),
+            data_dir: data.clone(),
+            peer_url: m.peer_url.clone(),
+            client_url: m.client_url.clone(),
+            initial_cluster: initial_cluster(&members),
+            initial_cluster_state: ClusterState::Existing,
+            token: TOKEN.into(),
+            snapshot_count: None,
+            extra_args: Vec::new(),
+        },
+    );
+    failed.start();
+    assert!(
+        failed
+            .wait_exit(std::time::Duration::from_secs(60))
+            .is_some(),
+        "etcd joined a cluster of none\n{}",
+        tail(&failed.log(), 20)
+    );
+    assert!(
+        failed.db_path().exists() && !failed.wal_dir().exists(),
+        "etcd left a db and no WAL"
+    );
+    assert_eq!(inspect(&data)["state"], "empty");
+
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let run = restore(snapshot(version), &env);
+    run.assert_code(0);
+    let doc = run.json();
+    assert_eq!(doc["verdict"], "restored", "{run}");
+    assert!(doc["notes"].to_string().contains("debris"), "{run}");
+    assert_eq!(entries(&data), ["member"], "staging and debris removed");
+
+    let etcd = start_restored(version, base.path(), m, &members);
+    etcd.wait_healthy();
+    assert_eq!(etcd.get(SENTINEL_KEY).as_deref(), Some(SENTINEL_VALUE));
+}
+
+#[test]
+fn a_restore_onto_the_debris_of_a_failed_first_start_publishes_on_etcd_3_6() {
+    a_restore_onto_the_debris_of_a_failed_first_start(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_restore_onto_the_debris_of_a_failed_first_start_publishes_on_etcd_3_7() {
+    a_restore_onto_the_debris_of_a_failed_first_start(EtcdVersion::V3_7);
+}
+
 #[test]
 fn a_3_4_snapshot_restores_with_etcdctl_into_a_one_member_cluster_that_serves_the_sentinel() {
     one_member_round_trip(EtcdVersion::V3_4);
