@@ -797,7 +797,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .iter()
         .filter(|c| c.node_id == wal.member_id && c.kind != ConfChangeKind::RemoveNode)
         .find_map(|c| c.member.as_ref().filter(|m| !m.is_promote))
-        .map(|m| m.peer_urls.clone())
+        .map(|m| m.member.peer_urls.clone())
         .filter(|u| !u.is_empty());
     r.formation = formation(&wal);
     r.empty_log = wal.last_index == 0
@@ -843,10 +843,12 @@ fn formation(wal: &wal::Wal) -> Vec<FoundingMember> {
             break;
         }
         match &c.member {
-            Some(m) if m.id == c.node_id && !m.peer_urls.is_empty() && !m.is_promote => {
+            Some(m)
+                if m.member.id == c.node_id && !m.member.peer_urls.is_empty() && !m.is_promote =>
+            {
                 founding.push(FoundingMember {
-                    id: m.id,
-                    peer_urls: m.peer_urls.clone(),
+                    id: m.member.id,
+                    peer_urls: m.member.peer_urls.clone(),
                 });
             }
             _ => return Vec::new(),
@@ -1079,12 +1081,12 @@ fn membership(
                         cc.node_id,
                         RecordedMember {
                             id: cc.node_id,
-                            name: if m.name.is_empty() {
+                            name: if m.member.name.is_empty() {
                                 name
                             } else {
-                                m.name.clone()
+                                m.member.name.clone()
                             },
-                            peer_urls: m.peer_urls.clone(),
+                            peer_urls: m.member.peer_urls.clone(),
                             source: "wal",
                         },
                     );

@@ -12,6 +12,7 @@ pub(crate) mod dir;
 pub mod ids;
 pub mod layout;
 pub mod lock;
+pub mod member;
 pub mod pb;
 pub mod raftpb;
 pub mod reader;

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::disk::ids::MemberId;
+use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError, Value};
 
 /// `raftpb.EntryType` of a (v1) `ConfChange` entry.
@@ -78,16 +79,9 @@ impl ConfChangeKind {
 /// defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberAttrs {
-    /// Member ID.
-    pub id: MemberId,
-    /// Member name (empty until the member published its attributes).
-    pub name: String,
-    /// Peer URLs.
-    pub peer_urls: Vec<String>,
-    /// Client URLs.
-    pub client_urls: Vec<String>,
-    /// Added as a learner.
-    pub is_learner: bool,
+    /// The member.
+    #[serde(flatten)]
+    pub member: Member,
     /// The change promotes a learner (3.5 `ConfigChangeContext`).
     pub is_promote: bool,
 }
@@ -246,11 +240,13 @@ fn member_from_context(context: &[u8]) -> Option<MemberAttrs> {
     }
     let m: MemberJson = serde_json::from_slice(context).ok()?;
     Some(MemberAttrs {
-        id: MemberId::new(m.id),
-        name: m.name.unwrap_or_default(),
-        peer_urls: m.peer_urls.unwrap_or_default(),
-        client_urls: m.client_urls.unwrap_or_default(),
-        is_learner: m.is_learner.unwrap_or_default(),
+        member: Member {
+            id: MemberId::new(m.id),
+            name: m.name.unwrap_or_default(),
+            peer_urls: m.peer_urls.unwrap_or_default(),
+            client_urls: m.client_urls.unwrap_or_default(),
+            is_learner: m.is_learner.unwrap_or_default(),
+        },
         is_promote: m.is_promote.unwrap_or_default(),
     })
 }
@@ -298,8 +294,8 @@ pub(crate) mod tests {
             br#"{"id":1,"peerURLs":null,"name":"a","isLearner":true,"isPromote":true}"#,
         )
         .unwrap();
-        assert_eq!(m.id, MemberId::new(1));
-        assert!(m.peer_urls.is_empty() && m.is_learner && m.is_promote);
+        assert_eq!(m.member.id, MemberId::new(1));
+        assert!(m.member.peer_urls.is_empty() && m.member.is_learner && m.is_promote);
         assert_eq!(member_from_context(b""), None);
         assert_eq!(member_from_context(b"{not json"), None);
         assert_eq!(member_from_context(b"{}").unwrap(), MemberAttrs::default());

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
 use crate::disk::ids::MemberId;
+use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError, Value};
 use crate::disk::raftpb::{self, DecodeError};
 use crate::disk::reader::{Block, IoError, PosReader};
@@ -35,21 +36,6 @@ pub struct SnapName {
     pub index: u64,
 }
 
-/// A member as the v2 store records it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SnapMember {
-    /// Member ID (the node's key under `/0/members`).
-    pub id: MemberId,
-    /// Name (empty until the member published its attributes).
-    pub name: String,
-    /// Peer URLs.
-    pub peer_urls: Vec<String>,
-    /// Client URLs.
-    pub client_urls: Vec<String>,
-    /// Raft learner.
-    pub is_learner: bool,
-}
-
 /// What a `.snap` file says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnapFile {
@@ -64,7 +50,7 @@ pub struct SnapFile {
     /// Learners from the snapshot's conf state.
     pub learners: Vec<MemberId>,
     /// Members under `/0/members`, by ID.
-    pub members: Vec<SnapMember>,
+    pub members: Vec<Member>,
     /// IDs under `/0/removed_members`, ascending. (The v2 store spells it so;
     /// `members_removed` is the bbolt bucket.)
     pub removed: Vec<MemberId>,
@@ -457,7 +443,7 @@ struct Attributes {
     client_urls: Option<Vec<String>>,
 }
 
-type Membership = (Vec<SnapMember>, Vec<MemberId>, Option<String>, Vec<String>);
+type Membership = (Vec<Member>, Vec<MemberId>, Option<String>, Vec<String>);
 
 fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
     let json = |what| {
@@ -487,9 +473,9 @@ fn membership(path: &Path, store: &[u8]) -> Result<Membership, SnapError> {
     let mut members = Vec::new();
     let listed = zero.child("members").and_then(|n| n.children.as_ref());
     for (key, node) in listed.into_iter().flatten() {
-        let mut m = SnapMember {
+        let mut m = Member {
             id: id_of(key)?,
-            ..SnapMember::default()
+            ..Member::default()
         };
         if let Some(v) = node.child("raftAttributes").and_then(|n| n.value.as_ref()) {
             let ra: RaftAttributes = serde_json::from_str(v).map_err(json("raftAttributes"))?;
@@ -627,12 +613,12 @@ mod tests {
         assert_eq!(
             s.members,
             vec![
-                SnapMember {
+                Member {
                     id: MemberId::new(10),
                     is_learner: true,
-                    ..SnapMember::default()
+                    ..Member::default()
                 },
-                SnapMember {
+                Member {
                     id: MemberId::new(0xc0234bda4e532fe),
                     name: "m0".into(),
                     peer_urls: vec!["http://127.0.0.1:2380".into()],

@@ -876,7 +876,7 @@ mod tests {
             storage_version_raw: None,
             members: learners
                 .iter()
-                .map(|&(id, is_learner)| crate::disk::bbolt::BackendMember {
+                .map(|&(id, is_learner)| crate::disk::member::Member {
                     id: MemberId::new(id),
                     name: format!("m{id}"),
                     peer_urls: Vec::new(),

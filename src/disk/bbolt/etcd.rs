@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::walk::Visit;
 use super::{BoltError, Db, RecordProblem};
 use crate::disk::ids::MemberId;
+use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError};
 
 /// What the backend says about the member, read offline.
@@ -51,7 +52,7 @@ pub struct Backend {
     #[serde(skip)]
     pub storage_version_raw: Option<String>,
     /// The `members` bucket, in key order.
-    pub members: Vec<BackendMember>,
+    pub members: Vec<Member>,
     /// The `members_removed` bucket's ids.
     pub removed_members: Vec<MemberId>,
     /// `cluster`/`clusterVersion`.
@@ -115,21 +116,6 @@ impl Downgrade {
         }
         out
     }
-}
-
-/// One member as stored in the backend's `members` bucket.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BackendMember {
-    /// Member id (from the JSON value).
-    pub id: MemberId,
-    /// Member name; empty until the member has published its attributes.
-    pub name: String,
-    /// Peer URLs.
-    pub peer_urls: Vec<String>,
-    /// Client URLs as stored (etcd 3.5.1 leaves them out of the backend; 3.4 keeps them).
-    pub client_urls: Vec<String>,
-    /// True for a learner.
-    pub is_learner: bool,
 }
 
 /// One raised alarm from the backend's `alarm` bucket.
@@ -348,7 +334,7 @@ impl Db {
             (b"members", _) => {
                 let m: MemberJson =
                     serde_json::from_slice(value).map_err(|e| bad(RecordProblem::Json(e)))?;
-                out.members.push(BackendMember {
+                out.members.push(Member {
                     id: MemberId::new(m.id),
                     name: m.name.unwrap_or_default(),
                     peer_urls: m.peer_urls.unwrap_or_default(),
@@ -668,14 +654,14 @@ mod tests {
         assert_eq!(
             s.members,
             vec![
-                BackendMember {
+                Member {
                     id: MemberId::new(0x8e9e05c52164694d),
                     name: "default".into(),
                     peer_urls: vec!["http://localhost:2380".into()],
                     client_urls: vec!["http://localhost:2379".into()],
                     is_learner: false,
                 },
-                BackendMember {
+                Member {
                     id: MemberId::new(161),
                     name: String::new(),
                     peer_urls: vec!["http://b:2380".into()],

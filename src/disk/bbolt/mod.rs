@@ -42,7 +42,7 @@ mod walk;
 
 pub use etcd::{
     detect_storage_version, main_revision, parse_semver, semver_minor, Backend, BackendAlarm,
-    BackendMember, Downgrade, KvHash, StorageVersionSource,
+    Downgrade, KvHash, StorageVersionSource,
 };
 pub use meta::{MAGIC, VERSION};
 

@@ -859,14 +859,14 @@ mod tests {
         assert_eq!((first.index, first.term), (1, 1));
         assert_eq!(first.kind, ConfChangeKind::AddNode);
         assert_eq!(first.node_id, MemberId::new(NODE));
-        let m = first.member.as_ref().unwrap();
+        let m = &first.member.as_ref().unwrap().member;
         assert_eq!(m.id, MemberId::new(NODE));
         assert_eq!(m.peer_urls, vec![format!("http://m{NODE}:2380")]);
         assert!(m.client_urls.is_empty());
         assert!(!m.is_learner);
         let second = &wal.conf_changes[1];
         assert_eq!(second.kind, ConfChangeKind::AddLearnerNode);
-        assert!(second.member.as_ref().unwrap().is_learner);
+        assert!(second.member.as_ref().unwrap().member.is_learner);
         let json = serde_json::to_value(wal.hard_state).unwrap();
         assert_eq!(json["vote"], "8e9e05c52164694d");
     }
