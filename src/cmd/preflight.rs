@@ -783,14 +783,17 @@ async fn gather(
         let me = &cfg.me;
         let is_me = |m: &live_src::LiveMember| {
             m.started
-                && (me.name.as_deref() == Some(m.name.as_str())
-                    || m.peer_urls.iter().any(|u| me.has_peer_url(u)))
+                && (me.name.as_deref() == Some(m.member.name.as_str())
+                    || m.member.peer_urls.iter().any(|u| me.has_peer_url(u)))
         };
         let started_here = |view: &live_src::LiveCluster| match wal {
             None => view.leader == Some(view.responder_member_id) && view.members.iter().any(is_me),
             Some(Some((member, cluster))) => {
                 view.cluster_id == cluster
-                    && view.members.iter().any(|m| m.id == member && is_me(m))
+                    && view
+                        .members
+                        .iter()
+                        .any(|m| m.member.id == member && is_me(m))
             }
             // A WAL whose first records could not be read: the full read
             // decides (corrupt or unreadable); nothing settles early.
@@ -808,9 +811,10 @@ async fn gather(
                         .members
                         .iter()
                         .map(|m| LiveMemberFacts {
-                            id: m.id,
-                            name: m.name.clone(),
+                            id: m.member.id,
+                            name: m.member.name.clone(),
                             peer_urls: m
+                                .member
                                 .peer_urls
                                 .iter()
                                 .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))

@@ -35,6 +35,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::remaining;
 use crate::disk::ids::{ClusterId, MemberId};
+use crate::disk::member::Member;
 
 /// How to reach the live cluster: the `--endpoints`/`--peer-endpoints` URLs and the
 /// same TLS and auth flags as etcdctl.
@@ -68,19 +69,13 @@ impl std::fmt::Debug for EtcdConn {
     }
 }
 
-/// One entry of the member list.
+/// One entry of the member list: the member as etcd stores it, and whether it
+/// has started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveMember {
-    /// Member ID.
-    pub id: MemberId,
-    /// `--name`; empty until the member has started once.
-    pub name: String,
-    /// Peer URLs, known from the moment the member was added.
-    pub peer_urls: Vec<String>,
-    /// Client URLs; empty until the member has started once.
-    pub client_urls: Vec<String>,
-    /// A raft learner (non-voting).
-    pub is_learner: bool,
+    /// The member (its name and client URLs are empty until it has started).
+    #[serde(flatten)]
+    pub member: Member,
     /// The member has started at least once: it published its name and client
     /// URLs. An added-but-never-started member has neither.
     pub started: bool,
@@ -97,11 +92,13 @@ impl LiveMember {
     ) -> Self {
         let started = !name.is_empty() && !client_urls.is_empty();
         LiveMember {
-            id,
-            name,
-            peer_urls,
-            client_urls,
-            is_learner,
+            member: Member {
+                id,
+                name,
+                peer_urls,
+                client_urls,
+                is_learner,
+            },
             started,
         }
     }
@@ -152,7 +149,7 @@ impl LiveCluster {
         if name.is_empty() {
             return None;
         }
-        self.members.iter().find(|m| m.name == name)
+        self.members.iter().find(|m| m.member.name == name)
     }
 
     /// The entry advertising any of these peer URLs: how to find a member that
@@ -160,14 +157,14 @@ impl LiveCluster {
     pub fn member_with_peer_urls(&self, peer_urls: &[String]) -> Option<&LiveMember> {
         self.members
             .iter()
-            .find(|m| m.peer_urls.iter().any(|u| peer_urls.contains(u)))
+            .find(|m| m.member.peer_urls.iter().any(|u| peer_urls.contains(u)))
     }
 
     /// The entry of the member that answered.
     pub fn responder(&self) -> Option<&LiveMember> {
         self.members
             .iter()
-            .find(|m| m.id == self.responder_member_id)
+            .find(|m| m.member.id == self.responder_member_id)
     }
 }
 
@@ -363,8 +360,8 @@ fn majority_heard(answers: &[LiveCluster]) -> bool {
     let voters: std::collections::BTreeSet<MemberId> = base
         .members
         .iter()
-        .filter(|m| !m.is_learner)
-        .map(|m| m.id)
+        .filter(|m| !m.member.is_learner)
+        .map(|m| m.member.id)
         .collect();
     let heard: std::collections::BTreeSet<MemberId> = answers
         .iter()
@@ -406,7 +403,7 @@ fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
         let seen_started = own
             .iter()
             .flat_map(|a| &a.members)
-            .find(|m| m.id == member.id && m.started);
+            .find(|m| m.member.id == member.member.id && m.started);
         if let Some(seen) = seen_started {
             *member = seen.clone();
         }
@@ -778,10 +775,10 @@ mod tests {
             let m3 = merged
                 .members
                 .iter()
-                .find(|m| m.id == MemberId::new(3))
+                .find(|m| m.member.id == MemberId::new(3))
                 .unwrap();
             assert!(m3.started, "{merged:?}");
-            assert_eq!(m3.name, "m3");
+            assert_eq!(m3.member.name, "m3");
             assert_eq!(
                 merged.raft_applied_index,
                 Some(130),
@@ -821,7 +818,7 @@ mod tests {
             ],
         );
         let merged = merge(vec![stale, fresh]);
-        let ids: Vec<u64> = merged.members.iter().map(|m| m.id.get()).collect();
+        let ids: Vec<u64> = merged.members.iter().map(|m| m.member.id.get()).collect();
         assert_eq!(ids, vec![1, 2, 5]);
         assert!(!merged.members[2].started);
         assert!(merged.majority_heard, "2 of 3 voters answered");
@@ -882,7 +879,7 @@ mod tests {
         // this member 2) and two learners that both answer are not enough.
         let learner = |id: u64| {
             let mut m = member(id, &format!("m{id}"), true);
-            m.is_learner = true;
+            m.member.is_learner = true;
             m
         };
         let with_learners = vec![

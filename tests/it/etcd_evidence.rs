@@ -292,12 +292,12 @@ fn assert_single_started_member(etcd: &Etcd, live: &LiveCluster) {
     let m0 = live
         .member_named("m0")
         .unwrap_or_else(|| panic!("m0 missing: {live:?}"));
-    assert_eq!(m0.id, member_id);
+    assert_eq!(m0.member.id, member_id);
     assert!(m0.started);
-    assert!(!m0.is_learner);
-    assert_eq!(m0.peer_urls, vec![etcd.peer_url.clone()]);
-    assert_eq!(m0.client_urls, vec![etcd.client_url.clone()]);
-    assert_eq!(live.responder().map(|m| m.id), Some(member_id));
+    assert!(!m0.member.is_learner);
+    assert_eq!(m0.member.peer_urls, vec![etcd.peer_url.clone()]);
+    assert_eq!(m0.member.client_urls, vec![etcd.client_url.clone()]);
+    assert_eq!(live.responder().map(|m| m.member.id), Some(member_id));
     assert_eq!(live.leader, Some(member_id));
     assert!(live.raft_term.is_some_and(|t| t >= 2), "{live:?}");
     assert!(live.raft_index.is_some_and(|i| i > 0), "{live:?}");
@@ -340,8 +340,8 @@ async fn a_member_without_quorum_still_answers_and_shows_an_added_member_unstart
         .member_with_peer_urls(std::slice::from_ref(&added_peer))
         .unwrap_or_else(|| panic!("added member missing: {live:?}"));
     assert!(!m1.started);
-    assert!(m1.name.is_empty());
-    assert!(m1.client_urls.is_empty());
+    assert!(m1.member.name.is_empty());
+    assert!(m1.member.client_urls.is_empty());
     // Status still answered (term and index), only the leader is unknown.
     assert!(live.raft_term.is_some());
 
