@@ -20,7 +20,7 @@ pub enum DecodeError {
     #[error("undecodable {what}: {source}")]
     Undecodable {
         /// Which message (`entry`, `hardstate`, `conf state`, ...).
-        what: &'static str,
+        what: Message,
         /// The decoder's error.
         #[source]
         source: PbError,
@@ -29,7 +29,7 @@ pub enum DecodeError {
     #[error("{what} field {field} has the wrong wire type")]
     WrongWireType {
         /// Which message.
-        what: &'static str,
+        what: Message,
         /// The field number.
         field: u32,
     },
@@ -101,13 +101,56 @@ pub struct ConfChangeRec {
     pub member: Option<MemberAttrs>,
 }
 
+/// The protobuf messages the WAL and `.snap` readers decode, named in their
+/// errors as the messages are named in etcd's sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message {
+    /// `walpb.Record`, a WAL frame's payload.
+    WalRecord,
+    /// `etcdserverpb.Metadata` (the WAL's member and cluster ID).
+    WalMetadata,
+    /// `walpb.Snapshot` (a WAL snapshot record).
+    WalSnapshot,
+    /// `raftpb.Entry`.
+    Entry,
+    /// `raftpb.HardState`.
+    HardState,
+    /// `raftpb.ConfState`.
+    ConfState,
+    /// `raftpb.ConfChange`.
+    ConfChange,
+    /// `snappb.Snapshot`, a `.snap` file.
+    SnapFile,
+    /// `raftpb.Snapshot` inside it.
+    RaftSnapshot,
+    /// `raftpb.SnapshotMetadata`.
+    SnapshotMetadata,
+}
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Message::WalRecord => "record",
+            Message::WalMetadata => "metadata",
+            Message::WalSnapshot => "snapshot",
+            Message::Entry => "entry",
+            Message::HardState => "hardstate",
+            Message::ConfState => "conf state",
+            Message::ConfChange => "conf change",
+            Message::SnapFile => "snappb.Snapshot",
+            Message::RaftSnapshot => "raftpb.Snapshot",
+            Message::SnapshotMetadata => "raftpb.SnapshotMetadata",
+        })
+    }
+}
+
 /// Maps a decoder failure of message `what`.
-pub(crate) fn undecodable(what: &'static str) -> impl Fn(PbError) -> DecodeError {
+pub(crate) fn undecodable(what: Message) -> impl Fn(PbError) -> DecodeError {
     move |source| DecodeError::Undecodable { what, source }
 }
 
 /// A varint field, or the wrong wire type.
-pub(crate) fn varint(v: Value<'_>, what: &'static str, field: u32) -> Result<u64, DecodeError> {
+pub(crate) fn varint(v: Value<'_>, what: Message, field: u32) -> Result<u64, DecodeError> {
     match v {
         Value::Varint(x) => Ok(x),
         _ => Err(DecodeError::WrongWireType { what, field }),
@@ -115,11 +158,7 @@ pub(crate) fn varint(v: Value<'_>, what: &'static str, field: u32) -> Result<u64
 }
 
 /// A length-delimited field, or the wrong wire type.
-pub(crate) fn bytes<'a>(
-    v: Value<'a>,
-    what: &'static str,
-    field: u32,
-) -> Result<&'a [u8], DecodeError> {
+pub(crate) fn bytes<'a>(v: Value<'a>, what: Message, field: u32) -> Result<&'a [u8], DecodeError> {
     match v {
         Value::Bytes(b) => Ok(b),
         _ => Err(DecodeError::WrongWireType { what, field }),
@@ -140,7 +179,7 @@ pub(crate) struct Entry<'a> {
 
 /// Decodes `raftpb.Entry`.
 pub(crate) fn decode_entry(data: &[u8]) -> Result<Entry<'_>, DecodeError> {
-    const WHAT: &str = "entry";
+    const WHAT: Message = Message::Entry;
     let (mut etype, mut term, mut index, mut payload) = (0, 0, 0, &[][..]);
     for f in pb::fields(data) {
         match f.map_err(|source| DecodeError::Undecodable { what: WHAT, source })? {
@@ -161,7 +200,7 @@ pub(crate) fn decode_entry(data: &[u8]) -> Result<Entry<'_>, DecodeError> {
 
 /// Decodes `raftpb.HardState`.
 pub(crate) fn decode_hard_state(buf: &[u8]) -> Result<HardState, DecodeError> {
-    const WHAT: &str = "hardstate";
+    const WHAT: Message = Message::HardState;
     let mut hs = HardState::default();
     for f in pb::fields(buf) {
         match f.map_err(undecodable(WHAT))? {
@@ -177,7 +216,7 @@ pub(crate) fn decode_hard_state(buf: &[u8]) -> Result<HardState, DecodeError> {
 /// Decodes `raftpb.ConfState` into (voters, learners); the repeated fields may
 /// be packed or not.
 pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<MemberId>, Vec<MemberId>), DecodeError> {
-    const WHAT: &str = "conf state";
+    const WHAT: Message = Message::ConfState;
     let (mut voters, mut learners) = (Vec::new(), Vec::new());
     for f in pb::fields(buf) {
         let (field, v) = f.map_err(undecodable(WHAT))?;
@@ -198,7 +237,7 @@ pub(crate) fn decode_conf_state(buf: &[u8]) -> Result<(Vec<MemberId>, Vec<Member
 /// Decodes a (v1) `raftpb.ConfChange`; index and term are the entry's, filled in
 /// by the caller.
 pub(crate) fn decode_conf_change(buf: &[u8]) -> Result<ConfChangeRec, DecodeError> {
-    const WHAT: &str = "conf change";
+    const WHAT: Message = Message::ConfChange;
     let (mut kind, mut node_id, mut context) = (0, 0, &[][..]);
     for f in pb::fields(buf) {
         match f.map_err(undecodable(WHAT))? {

@@ -19,7 +19,7 @@ use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
 use crate::disk::ids::MemberId;
 use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError, Value};
-use crate::disk::raftpb::{self, DecodeError};
+use crate::disk::raftpb::{self, DecodeError, Message};
 use crate::disk::reader::{Block, IoError, PosReader};
 
 /// Larger `.snap` files are refused before anything is allocated.
@@ -108,7 +108,7 @@ pub enum SnapError {
         /// The file.
         path: PathBuf,
         /// Which message (`snappb.Snapshot`, `raftpb.Snapshot`, ...).
-        what: &'static str,
+        what: Message,
         /// The decoder's error.
         #[source]
         source: PbError,
@@ -119,7 +119,7 @@ pub enum SnapError {
         /// The file.
         path: PathBuf,
         /// Which message.
-        what: &'static str,
+        what: Message,
         /// The field number.
         field: u32,
     },
@@ -249,7 +249,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
     if bytes.is_empty() {
         return Err(SnapError::Empty { path: p() });
     }
-    const OUTER: &str = "snappb.Snapshot";
+    const OUTER: Message = Message::SnapFile;
     let (mut crc, mut data) = (0u32, &[][..]);
     for f in pb::fields(bytes) {
         match f.map_err(undecodable(OUTER))? {
@@ -270,8 +270,8 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
         });
     }
 
-    const RAFT: &str = "raftpb.Snapshot";
-    const META: &str = "raftpb.SnapshotMetadata";
+    const RAFT: Message = Message::RaftSnapshot;
+    const META: Message = Message::SnapshotMetadata;
     let (mut store, mut meta) = (&[][..], &[][..]);
     for f in pb::fields(data) {
         match f.map_err(undecodable(RAFT))? {
@@ -319,7 +319,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
     })
 }
 
-fn wrong_wire(path: &Path, what: &'static str, field: u32) -> SnapError {
+fn wrong_wire(path: &Path, what: Message, field: u32) -> SnapError {
     SnapError::WrongWireType {
         path: path.to_path_buf(),
         what,
@@ -327,7 +327,7 @@ fn wrong_wire(path: &Path, what: &'static str, field: u32) -> SnapError {
     }
 }
 
-fn varint_of(path: &Path, v: Value<'_>, what: &'static str, field: u32) -> Result<u64, SnapError> {
+fn varint_of(path: &Path, v: Value<'_>, what: Message, field: u32) -> Result<u64, SnapError> {
     match v {
         Value::Varint(x) => Ok(x),
         _ => Err(wrong_wire(path, what, field)),
@@ -337,7 +337,7 @@ fn varint_of(path: &Path, v: Value<'_>, what: &'static str, field: u32) -> Resul
 fn bytes_of<'a>(
     path: &Path,
     v: Value<'a>,
-    what: &'static str,
+    what: Message,
     field: u32,
 ) -> Result<&'a [u8], SnapError> {
     match v {

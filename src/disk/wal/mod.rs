@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
 use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb::PbError;
-use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState};
+use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState, Message};
 use crate::disk::reader::{IoError, PosReader};
 use crate::disk::v2req::V2Log;
 
@@ -175,7 +175,7 @@ pub enum CorruptKind {
     #[error("undecodable {what}: {source}")]
     Undecodable {
         /// Which message (`record`, `entry`, `hardstate`, ...).
-        what: &'static str,
+        what: Message,
         /// The decoder's error.
         #[source]
         source: PbError,
@@ -184,7 +184,7 @@ pub enum CorruptKind {
     #[error("{what} field {field} has the wrong wire type")]
     WrongWireType {
         /// Which message.
-        what: &'static str,
+        what: Message,
         /// The field number.
         field: u32,
     },

@@ -10,7 +10,7 @@ use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb;
 use crate::disk::raftpb::{
     self, bytes, decode_conf_change, decode_conf_state, decode_hard_state, undecodable, varint,
-    ConfChangeRec, HardState, ENTRY_CONF_CHANGE, ENTRY_NORMAL,
+    ConfChangeRec, HardState, Message, ENTRY_CONF_CHANGE, ENTRY_NORMAL,
 };
 use crate::disk::v2req::V2Log;
 
@@ -177,7 +177,7 @@ struct Record<'a> {
 }
 
 fn decode_record(buf: &[u8]) -> Result<Record<'_>, CorruptKind> {
-    const WHAT: &str = "record";
+    const WHAT: Message = Message::WalRecord;
     let mut rec = Record {
         rtype: 0,
         crc: 0,
@@ -197,7 +197,7 @@ fn decode_record(buf: &[u8]) -> Result<Record<'_>, CorruptKind> {
 }
 
 fn decode_metadata(buf: &[u8]) -> Result<(MemberId, ClusterId), CorruptKind> {
-    const WHAT: &str = "metadata";
+    const WHAT: Message = Message::WalMetadata;
     let (mut node, mut cluster) = (0, 0);
     for f in pb::fields(buf) {
         match f.map_err(undecodable(WHAT))? {
@@ -210,7 +210,7 @@ fn decode_metadata(buf: &[u8]) -> Result<(MemberId, ClusterId), CorruptKind> {
 }
 
 fn decode_snapshot(buf: &[u8]) -> Result<WalSnapshotRef, CorruptKind> {
-    const WHAT: &str = "snapshot";
+    const WHAT: Message = Message::WalSnapshot;
     let mut snap = WalSnapshotRef::default();
     for f in pb::fields(buf) {
         match f.map_err(undecodable(WHAT))? {
