@@ -26,6 +26,15 @@
 //! else 34 (a joining member gets its data from its peers); `refuse-empty-formed`,
 //! and `phase-unknown` when a live cluster answered, → 34; everything else keeps
 //! its own code.
+//!
+//! Every step returns `Result<_, Halt>`. A `Halt` is how a run ends short of
+//! `restored` or `already-initialized`, one variant per way (the gate's
+//! refusals, the tool, the source and its trailer, space, writes into the data
+//! dir, verification), each carrying what its reason names: paths, sizes, IDs and
+//! the step's typed error. `Halt::exit`, `Halt::verdict` and `Halt::remedy` are
+//! the one place this command maps an ending to its exit code, verdict name and
+//! remedy; `Display` is the reason. `run` writes them into the report, the log,
+//! the termination message and the Event.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,6 +47,7 @@ use serde_json::json;
 
 use super::preflight::{self, EvidenceEntry};
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
+use crate::disk::bbolt::BoltError;
 use crate::disk::ids::{self, ClusterId, MemberId};
 use crate::disk::layout::{self, DirState, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
@@ -45,12 +55,12 @@ use crate::error::Error;
 use crate::evidence::Source;
 use crate::exit::Exit;
 use crate::output;
-use crate::restore::fetch::{self, FetchError, Fetched, StagedSnapshot};
+use crate::restore::fetch::{self, FetchError, Fetched, SourceError, StagedSnapshot};
 use crate::restore::s3::{self, S3Location};
 use crate::restore::stage::{self, StageError, Staging};
-use crate::restore::tool::{self, RestoreRequest, ToolKind};
+use crate::restore::tool::{self, RestoreRequest, ToolError, ToolKind};
 use crate::restore::trailer::{has_trailer, TrailerCheck};
-use crate::restore::verify::{self, Content, Expected};
+use crate::restore::verify::{self, Content, ContentError, Expected, VerifyError};
 use crate::restore::{self as pieces};
 use crate::verdict::Verdict;
 
@@ -385,9 +395,11 @@ pub struct RestoreReport {
 
 impl RestoreReport {
     fn new(plan: Option<&Plan>) -> RestoreReport {
+        // Every run overwrites both; a report nothing filled in reads as a usage error.
+        let unset = Halt::Usage(String::new());
         RestoreReport {
-            verdict: "usage-error",
-            exit_code: Exit::Usage.code(),
+            verdict: unset.verdict(),
+            exit_code: unset.exit().code(),
             reason: String::new(),
             remedy: String::new(),
             gate: None,
@@ -423,21 +435,348 @@ impl RestoreReport {
     }
 }
 
-/// Why the run stopped short of `restored`.
-#[derive(Debug)]
-struct Stop {
-    exit: Exit,
-    verdict: &'static str,
-    reason: String,
-    remedy: String,
+/// Why a run ended short of `restored` or `already-initialized`: one variant per
+/// way, each carrying what its reason names. `Display` is the reason;
+/// [`Halt::exit`], [`Halt::verdict`] and [`Halt::remedy`] are the one mapping of
+/// a halt to its exit code, its verdict name and what to do.
+#[derive(Debug, thiserror::Error)]
+enum Halt {
+    /// The configuration is wrong (`Plan::from_args`).
+    #[error("{0}")]
+    Usage(String),
+    /// preflight could not gather the gate's evidence.
+    #[error("gathering evidence failed: {0:#}")]
+    Evidence(#[source] Error),
+    /// The runtime of the S3 client cannot start.
+    #[error(transparent)]
+    Runtime(std::io::Error),
+    /// The cluster already formed: preflight's verdict and reason.
+    #[error(
+        "refusing to restore: the cluster already formed ({}: {reason}). A restore would boot a new cluster with this member's and the cluster's IDs over it",
+        verdict.name()
+    )]
+    Formed {
+        /// preflight's verdict (`join`, `refuse-empty-formed`, `phase-unknown`).
+        verdict: Verdict,
+        /// preflight's reason.
+        reason: String,
+    },
+    /// preflight's own refusal, with its reason and remedy.
+    #[error("refusing to restore: {reason}")]
+    Refused {
+        /// Which.
+        refusal: Refusal,
+        /// preflight's reason.
+        reason: String,
+        /// preflight's remedy.
+        remedy: String,
+    },
+    /// The directory is initialized, but not with the IDs this restore produces.
+    #[error(
+        "the directory holds member {} of cluster {}, not the {expected_member} of {expected_cluster} this restore would produce: it was not created by this restore; nothing touched",
+        or_blank(*member),
+        or_blank(*cluster)
+    )]
+    NotThisRestore {
+        /// The directory's member ID.
+        member: Option<MemberId>,
+        /// The directory's cluster ID.
+        cluster: Option<ClusterId>,
+        /// This restore's member ID.
+        expected_member: MemberId,
+        /// This restore's cluster ID.
+        expected_cluster: ClusterId,
+    },
+    /// The directory holds this restore's IDs, but its backend cannot be read.
+    #[error(
+        "the data dir is initialized, but its backend {} cannot be read to compare with the snapshot: {source}",
+        db.display()
+    )]
+    ExistingUnreadable {
+        /// The backend file.
+        db: PathBuf,
+        /// The cause.
+        #[source]
+        source: BoltError,
+    },
+    /// The directory holds this restore's IDs but not the snapshot's data.
+    #[error(
+        "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
+        existing.revision, existing.keys, snapshot.revision, snapshot.keys
+    )]
+    BootstrappedEmpty {
+        /// The data dir's backend.
+        existing: Content,
+        /// The snapshot's.
+        snapshot: Content,
+    },
+    /// No restore tool, or not the one `ETCDUTL_PATH` names.
+    #[error(transparent)]
+    ToolMissing(ToolError),
+    /// The tool cannot do `--bump-revision`.
+    #[error(transparent)]
+    ToolUnsupported(ToolError),
+    /// The tool ran out of space on the data volume.
+    #[error(transparent)]
+    ToolNoSpace(ToolError),
+    /// The tool failed, timed out, or wrote nothing.
+    #[error(transparent)]
+    ToolFailed(ToolError),
+    /// The source is missing, unreadable, timed out or stalled.
+    #[error(transparent)]
+    Source(SourceError),
+    /// The snapshot's size says it has no SHA-256 trailer (without `--skip-hash-check`).
+    #[error(
+        "the snapshot {location} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output"
+    )]
+    NoTrailer {
+        /// Path or `s3://bucket/key`.
+        location: String,
+        /// Its size.
+        size: u64,
+    },
+    /// The trailer does not match the content.
+    #[error(
+        "the snapshot {location} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}"
+    )]
+    HashMismatch {
+        /// Path or `s3://bucket/key`.
+        location: String,
+        /// The trailer, hex.
+        expected: String,
+        /// The content's hash, hex.
+        computed: String,
+    },
+    /// Another number of bytes arrived than announced.
+    #[error(
+        "the snapshot {location} changed while it was fetched: {announced} bytes announced, {received} received"
+    )]
+    SourceChanged {
+        /// Path or `s3://bucket/key`.
+        location: String,
+        /// stat or HEAD.
+        announced: u64,
+        /// Fetched.
+        received: u64,
+    },
+    /// The staged snapshot is not an etcd backend (before the tool ran).
+    #[error("the snapshot {location} is not a readable etcd backend: {source}")]
+    SnapshotNotABackend {
+        /// Path or `s3://bucket/key`.
+        location: String,
+        /// The cause.
+        #[source]
+        source: BoltError,
+    },
+    /// The snapshot an initialized directory is compared with is not an etcd backend.
+    #[error("the snapshot {location} is not a readable etcd backend: {source}")]
+    ComparedNotABackend {
+        /// Path or `s3://bucket/key`.
+        location: String,
+        /// The cause.
+        #[source]
+        source: BoltError,
+    },
+    /// `statvfs` says the data dir's filesystem has too little room.
+    #[error(
+        "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
+        path.display()
+    )]
+    TooLittleSpace {
+        /// The path `statvfs` was asked about.
+        path: PathBuf,
+        /// The snapshot's size.
+        size: u64,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
+    /// The data volume filled up under the agent's own writes.
+    #[error(transparent)]
+    VolumeFull(WriteError),
+    /// The agent cannot write the data dir.
+    #[error(transparent)]
+    Unwritable(WriteError),
+    /// The staged directory is not the member asked for.
+    #[error(transparent)]
+    StagedIdentity(VerifyError),
+    /// The staged backend does not hold the snapshot's data.
+    #[error(transparent)]
+    StagedContent(ContentError),
+    /// The staged directory verified, the published one does not.
+    #[error("after publishing: {0}")]
+    PublishedIdentity(#[source] VerifyError),
 }
 
-fn stop(exit: Exit, verdict: &'static str, reason: impl Into<String>, remedy: &str) -> Stop {
-    Stop {
-        exit,
-        verdict,
-        reason: reason.into(),
-        remedy: remedy.to_string(),
+/// preflight's refusals the gate passes on, each with preflight's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// No source could establish the cluster's phase, and no live cluster answered.
+    PhaseUnknown,
+    /// The directory belongs to another member or cluster.
+    Foreign,
+    /// The directory is corrupt.
+    Corrupt,
+    /// The directory is partially initialized.
+    Partial,
+    /// etcd is running on the directory.
+    Running,
+    /// The etcd version about to start would refuse the directory.
+    Version,
+    /// The directory cannot be read.
+    Unreadable,
+}
+
+/// A write into the data dir's filesystem that failed.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// Creating, removing, fsyncing, renaming or `statvfs`.
+    #[error(transparent)]
+    Stage(StageError),
+    /// Writing the staged snapshot (a [`FetchError::Write`]).
+    #[error(transparent)]
+    StagedCopy(FetchError),
+}
+
+impl WriteError {
+    fn is_no_space(&self) -> bool {
+        match self {
+            WriteError::Stage(e) => e.is_no_space(),
+            WriteError::StagedCopy(e) => e.is_no_space(),
+        }
+    }
+}
+
+impl From<WriteError> for Halt {
+    fn from(e: WriteError) -> Halt {
+        if e.is_no_space() {
+            Halt::VolumeFull(e)
+        } else {
+            Halt::Unwritable(e)
+        }
+    }
+}
+
+impl From<StageError> for Halt {
+    fn from(e: StageError) -> Halt {
+        WriteError::Stage(e).into()
+    }
+}
+
+impl From<FetchError> for Halt {
+    fn from(e: FetchError) -> Halt {
+        match e {
+            FetchError::Source(e) => Halt::Source(e),
+            e @ FetchError::Write { .. } => WriteError::StagedCopy(e).into(),
+        }
+    }
+}
+
+/// An ID the directory may lack, blank when it does.
+fn or_blank(id: Option<impl std::fmt::Display>) -> String {
+    id.map(|id| id.to_string()).unwrap_or_default()
+}
+
+impl Halt {
+    /// The exit code: the one place `restore` decides one.
+    fn exit(&self) -> Exit {
+        match self {
+            Halt::Usage(_) => Exit::Usage,
+            Halt::Evidence(_) | Halt::Runtime(_) => Exit::Internal,
+            Halt::Formed { .. } => Exit::RestoreFormed,
+            Halt::Refused { refusal, .. } => match refusal {
+                Refusal::PhaseUnknown => Exit::PhaseUnknown,
+                Refusal::Foreign => Exit::RefuseForeign,
+                Refusal::Corrupt => Exit::RefuseCorrupt,
+                Refusal::Partial => Exit::RefusePartial,
+                Refusal::Running => Exit::RefuseRunning,
+                Refusal::Version => Exit::RefuseVersion,
+                Refusal::Unreadable => Exit::Unreadable,
+            },
+            Halt::NotThisRestore { .. } => Exit::RefuseForeign,
+            Halt::ExistingUnreadable { .. }
+            | Halt::BootstrappedEmpty { .. }
+            | Halt::StagedIdentity(_)
+            | Halt::StagedContent(_)
+            | Halt::PublishedIdentity(_) => Exit::RestoreVerify,
+            Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => {
+                Exit::RestoreTool
+            }
+            Halt::Source(_)
+            | Halt::NoTrailer { .. }
+            | Halt::HashMismatch { .. }
+            | Halt::SourceChanged { .. }
+            | Halt::SnapshotNotABackend { .. }
+            | Halt::ComparedNotABackend { .. } => Exit::RestoreSource,
+            Halt::ToolNoSpace(_) | Halt::TooLittleSpace { .. } | Halt::VolumeFull(_) => {
+                Exit::RestoreSpace
+            }
+            Halt::Unwritable(_) => Exit::Unreadable,
+        }
+    }
+
+    /// The verdict name, as written in the JSON document, the logs and the Event.
+    fn verdict(&self) -> &'static str {
+        match self {
+            Halt::Usage(_) => "usage-error",
+            Halt::Evidence(_) | Halt::Runtime(_) => "internal-error",
+            Halt::Formed { .. } => "refuse-formed",
+            Halt::Refused { refusal, .. } => match refusal {
+                Refusal::PhaseUnknown => "phase-unknown",
+                Refusal::Foreign => "refuse-foreign",
+                Refusal::Corrupt => "refuse-corrupt",
+                Refusal::Partial => "refuse-partial",
+                Refusal::Running => "refuse-running",
+                Refusal::Version => "refuse-version",
+                Refusal::Unreadable => "unreadable",
+            },
+            Halt::NotThisRestore { .. } => "refuse-foreign",
+            Halt::ExistingUnreadable { .. }
+            | Halt::BootstrappedEmpty { .. }
+            | Halt::StagedIdentity(_)
+            | Halt::StagedContent(_)
+            | Halt::PublishedIdentity(_) => "verify-failed",
+            Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => "tool-failed",
+            Halt::Source(_)
+            | Halt::NoTrailer { .. }
+            | Halt::HashMismatch { .. }
+            | Halt::SourceChanged { .. }
+            | Halt::SnapshotNotABackend { .. }
+            | Halt::ComparedNotABackend { .. } => "source-failed",
+            Halt::ToolNoSpace(_) | Halt::TooLittleSpace { .. } | Halt::VolumeFull(_) => "no-space",
+            Halt::Unwritable(_) => "data-dir-unwritable",
+        }
+    }
+
+    /// What to do.
+    fn remedy(&self) -> &str {
+        match self {
+            Halt::Usage(_) => "fix the configuration",
+            Halt::Evidence(_) => "this is a bug; report it with the logs",
+            Halt::Runtime(_) => "",
+            Halt::Formed { .. } => REMEDY_FORMED,
+            Halt::Refused { remedy, .. } => remedy,
+            Halt::NotThisRestore { .. } => "check --name, --initial-cluster and --initial-cluster-token against the cluster this volume belongs to; restore only into an empty data dir",
+            Halt::ExistingUnreadable { .. } => "inspect the data dir (etcd-member-agent inspect); nothing was touched",
+            Halt::BootstrappedEmpty { .. } => "do not start etcd on it: it would serve an empty keyspace as this cluster. Wipe the data dir (etcd-member-agent wipe) and rerun restore, or recover the member from its peers",
+            Halt::ToolMissing(_) => "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
+            Halt::ToolUnsupported(_) => "--bump-revision needs etcdutl 3.6+ (or a 3.5 patch that has it): run restore in a 3.6+ etcd image or point ETCDUTL_PATH at such an etcdutl",
+            Halt::ToolNoSpace(_) => "the data volume filled up while the tool wrote the restored member; give it more room (or free it), then retry",
+            Halt::ToolFailed(_) => "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
+            Halt::Source(_) => "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
+            Halt::NoTrailer { .. } => "restore a snapshot taken with `etcdctl snapshot save`; a raw db copied out of a data dir can be restored with --skip-hash-check (AGENT_SKIP_HASH_CHECK=true)",
+            Halt::HashMismatch { .. } => "the snapshot is corrupt or truncated; restore from another snapshot",
+            Halt::SourceChanged { .. } => "make sure nothing writes the snapshot during the restore, then retry",
+            Halt::SnapshotNotABackend { .. } => "the snapshot is corrupt or not an etcd snapshot; restore from another snapshot",
+            Halt::ComparedNotABackend { .. } => "the data dir was not touched; check the snapshot source",
+            Halt::TooLittleSpace { .. } => "give the data volume more room (or free it), then retry",
+            Halt::VolumeFull(_) => "give the data volume more room, then retry",
+            Halt::Unwritable(_) => "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
+            Halt::StagedIdentity(_) => "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
+            Halt::StagedContent(_) => "the restore tool did not restore this snapshot's data; check that ETCDUTL_PATH is the real etcdutl (or etcdctl for 3.4) of the snapshot's etcd version",
+            Halt::PublishedIdentity(_) => "keep the directory for analysis and report this: the staged copy verified but the published one does not",
+        }
     }
 }
 
@@ -448,8 +787,10 @@ enum Gate {
     AlreadyInitialized,
     /// First bootstrap: restore.
     Proceed,
-    /// Refuse with this exit and verdict name.
-    Refuse(Exit, &'static str),
+    /// The cluster already formed: never restore over it.
+    Formed,
+    /// preflight's own refusal.
+    Refuse(Refusal),
 }
 
 /// Maps preflight's verdict (and which sources answered) to the restore gate.
@@ -460,20 +801,16 @@ fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gat
         // Only `--allow-bootstrap-without-evidence` yields `join` with every source
         // silent: a member of a multi-member restore, which bootstraps too.
         Verdict::Join if !any_source_answered => Gate::Proceed,
-        Verdict::Join | Verdict::RefuseEmptyFormed => {
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
-        }
-        Verdict::PhaseUnknown if live_answered => {
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
-        }
+        Verdict::Join | Verdict::RefuseEmptyFormed => Gate::Formed,
+        Verdict::PhaseUnknown if live_answered => Gate::Formed,
         // Every other refusal is preflight's own, with its own exit code.
-        v @ (Verdict::PhaseUnknown
-        | Verdict::RefuseForeign
-        | Verdict::RefuseCorrupt
-        | Verdict::RefusePartial
-        | Verdict::RefuseRunning
-        | Verdict::RefuseVersion
-        | Verdict::Unreadable) => Gate::Refuse(v.exit(), v.name()),
+        Verdict::PhaseUnknown => Gate::Refuse(Refusal::PhaseUnknown),
+        Verdict::RefuseForeign => Gate::Refuse(Refusal::Foreign),
+        Verdict::RefuseCorrupt => Gate::Refuse(Refusal::Corrupt),
+        Verdict::RefusePartial => Gate::Refuse(Refusal::Partial),
+        Verdict::RefuseRunning => Gate::Refuse(Refusal::Running),
+        Verdict::RefuseVersion => Gate::Refuse(Refusal::Version),
+        Verdict::Unreadable => Gate::Refuse(Refusal::Unreadable),
     }
 }
 
@@ -481,52 +818,34 @@ fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-fn stage_stop(e: StageError) -> Stop {
-    if e.is_no_space() {
-        stop(
-            Exit::RestoreSpace,
-            "no-space",
-            e.to_string(),
-            "give the data volume more room, then retry",
-        )
-    } else {
-        stop(
-            Exit::Unreadable,
-            "data-dir-unwritable",
-            e.to_string(),
-            "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
-        )
-    }
-}
-
 /// Runs `restore`.
 pub fn run(args: &RestoreArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     let plan = match Plan::from_args(args) {
         Ok(p) => p,
-        Err(e) => {
-            let exit = match e {
-                Error::Usage(_) => e.exit(),
-                Error::Internal(_) => return Err(e),
-            };
-            eprintln!("etcd-member-agent restore: {e}");
-            let doc = json!({"verdict": null, "exit_code": exit.code(), "reason": e.to_string(), "remedy": "fix the configuration", "evidence": [], "data_dir": null});
+        Err(Error::Usage(msg)) => {
+            // No report yet: the document names no verdict.
+            let halt = Halt::Usage(msg);
+            eprintln!("etcd-member-agent restore: {halt}");
+            let doc = json!({"verdict": null, "exit_code": halt.exit().code(), "reason": halt.to_string(), "remedy": halt.remedy(), "evidence": [], "data_dir": null});
             output::write_termination_message(args.termination_log.as_deref(), &doc.to_string());
             output::emit(args.output.format, "", &doc)?;
-            return Ok(exit);
+            return Ok(halt.exit());
         }
+        Err(e @ Error::Internal(_)) => return Err(e),
     };
     let mut report = RestoreReport::new(Some(&plan));
-    let exit = match execute(&plan, &mut report) {
-        Ok(()) => Exit::Ok,
-        Err(s) => {
-            report.verdict = s.verdict;
-            report.reason = s.reason;
-            report.remedy = s.remedy;
-            s.exit
+    let halted = execute(&plan, &mut report).err();
+    let exit = match &halted {
+        None => Exit::Ok,
+        Some(h) => {
+            report.verdict = h.verdict();
+            report.reason = h.to_string();
+            report.remedy = h.remedy().to_owned();
+            h.exit()
         }
     };
-    if report.data_dir.is_none() || exit != Exit::Ok {
+    if report.data_dir.is_none() || halted.is_some() {
         report.data_dir = Some(layout::inspect(
             &Paths::new(&plan.data_dir, None),
             Options::default(),
@@ -545,24 +864,17 @@ pub fn run(args: &RestoreArgs) -> crate::error::Result<Exit> {
         plan.termination_log.as_deref(),
         &termination_message(&report),
     );
-    if exit != Exit::Ok {
+    if halted.is_some() {
         plan.evidence.report_event(report.verdict, &report.reason);
     }
     output::emit(args.output.format, &summary(&report), &report)?;
     Ok(exit)
 }
 
-fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
+fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
     // 1. The gate.
     let t = Instant::now();
-    let pre = preflight::decide(&p.evidence).map_err(|e| {
-        stop(
-            Exit::Internal,
-            "internal-error",
-            format!("gathering evidence failed: {e:#}"),
-            "this is a bug; report it with the logs",
-        )
-    })?;
+    let pre = preflight::decide(&p.evidence).map_err(Halt::Evidence)?;
     r.timings_ms.insert("gate", ms(t.elapsed()));
     r.evidence = pre.evidence.clone();
     r.gate = Some(GateDoc {
@@ -577,7 +889,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     match gate(pre.verdict, live, any) {
         Gate::AlreadyInitialized => {
             // A crash between publishing and cleaning up leaves only debris: finish.
-            if staging.remove().map_err(stage_stop)? {
+            if staging.remove()? {
                 r.notes
                     .push("removed the staging directory of an earlier run".into());
                 r.data_dir = Some(layout::inspect(
@@ -587,40 +899,27 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
             }
             let (m, c) = (pre.data_dir.member_id, pre.data_dir.cluster_id);
             if m != Some(p.expected.member_id) || c != Some(p.expected.cluster_id) {
-                return Err(stop(
-                    Exit::RefuseForeign,
-                    "refuse-foreign",
-                    format!(
-                        "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore; nothing touched",
-                        m.map(|id| id.to_string()).unwrap_or_default(),
-                        c.map(|id| id.to_string()).unwrap_or_default(),
-                        p.expected.member_id,
-                        p.expected.cluster_id
-                    ),
-                    "check --name, --initial-cluster and --initial-cluster-token against the cluster this volume belongs to; restore only into an empty data dir",
-                ));
+                return Err(Halt::NotThisRestore {
+                    member: m,
+                    cluster: c,
+                    expected_member: p.expected.member_id,
+                    expected_cluster: p.expected.cluster_id,
+                });
             }
             return check_existing(p, r, &staging, &pre.reason);
         }
-        Gate::Refuse(Exit::RestoreFormed, verdict) => {
-            return Err(stop(
-                Exit::RestoreFormed,
-                verdict,
-                format!(
-                    "refusing to restore: the cluster already formed ({}: {}). A restore would boot a new cluster with this member's and the cluster's IDs over it",
-                    pre.verdict.name(),
-                    pre.reason
-                ),
-                REMEDY_FORMED,
-            ))
+        Gate::Formed => {
+            return Err(Halt::Formed {
+                verdict: pre.verdict,
+                reason: pre.reason,
+            })
         }
-        Gate::Refuse(exit, verdict) => {
-            return Err(stop(
-                exit,
-                verdict,
-                format!("refusing to restore: {}", pre.reason),
-                &pre.remedy,
-            ))
+        Gate::Refuse(refusal) => {
+            return Err(Halt::Refused {
+                refusal,
+                reason: pre.reason,
+                remedy: pre.remedy,
+            })
         }
         Gate::Proceed => {
             tracing::info!(verdict = pre.verdict.name(), reason = %pre.reason, "restore gate: first bootstrap");
@@ -628,23 +927,10 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     }
 
     // 2. The tool, before any byte moves.
-    let tool = tool::find(p.etcdutl_path.as_deref()).map_err(|e| {
-        stop(
-            Exit::RestoreTool,
-            "tool-failed",
-            e.to_string(),
-            "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
-        )
-    })?;
+    let tool = tool::find(p.etcdutl_path.as_deref()).map_err(Halt::ToolMissing)?;
     if p.bump_revision > 0 {
-        tool.supports_bump_revision().map_err(|e| {
-            stop(
-                Exit::RestoreTool,
-                "tool-failed",
-                e.to_string(),
-                "--bump-revision needs etcdutl 3.6+ (or a 3.5 patch that has it): run restore in a 3.6+ etcd image or point ETCDUTL_PATH at such an etcdutl",
-            )
-        })?;
+        tool.supports_bump_revision()
+            .map_err(Halt::ToolUnsupported)?;
     }
     r.tool = Some(ToolDoc {
         path: tool.path.clone(),
@@ -654,7 +940,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     });
 
     // 3. Debris of an interrupted run.
-    if staging.remove().map_err(stage_stop)? {
+    if staging.remove()? {
         r.notes.push(format!(
             "removed {} left by an interrupted restore",
             staging.root.display()
@@ -662,19 +948,14 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     }
 
     let (fetched, skip_hash_check) = fetch_snapshot(p, r, &staging, true)?;
-    let cleanup = |s: Stop| discard_staging(&staging, s);
+    let cleanup = |h: Halt| discard_staging(&staging, h);
 
     // The snapshot's own content, before the tool can change anything.
-    let snapshot_content = Content::of(&fetched.path).map_err(|e| {
-        cleanup(stop(
-            Exit::RestoreSource,
-            "source-failed",
-            format!(
-                "the snapshot {} is not a readable etcd backend: {e}",
-                p.source.describe()
-            ),
-            "the snapshot is corrupt or not an etcd snapshot; restore from another snapshot",
-        ))
+    let snapshot_content = Content::of(&fetched.path).map_err(|source| {
+        cleanup(Halt::SnapshotNotABackend {
+            location: p.source.describe(),
+            source,
+        })
     })?;
     r.content = Some(ContentDoc {
         snapshot: snapshot_content,
@@ -697,19 +978,9 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     };
     let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
         cleanup(if e.is_no_space() {
-            stop(
-                Exit::RestoreSpace,
-                "no-space",
-                e.to_string(),
-                "the data volume filled up while the tool wrote the restored member; give it more room (or free it), then retry",
-            )
+            Halt::ToolNoSpace(e)
         } else {
-            stop(
-                Exit::RestoreTool,
-                "tool-failed",
-                e.to_string(),
-                "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
-            )
+            Halt::ToolFailed(e)
         })
     })?;
     if let Some(doc) = r.tool.as_mut() {
@@ -720,18 +991,13 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
 
     // 8. Durable, then verified.
     let t = Instant::now();
-    stage::fsync_tree(&restored).map_err(|e| cleanup(stage_stop(e)))?;
+    stage::fsync_tree(&restored).map_err(|e| cleanup(e.into()))?;
     let staged_ins = layout::inspect(&Paths::new(&restored, None), Options::default());
     match verify::check(&staged_ins, &p.expected) {
         Ok(notes) => r.notes.extend(notes),
         Err(e) => {
             r.staged = Some(staged_ins);
-            return Err(cleanup(stop(
-                Exit::RestoreVerify,
-                "verify-failed",
-                e.to_string(),
-                "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
-            )));
+            return Err(cleanup(Halt::StagedIdentity(e)));
         }
     }
     let staged_db = restored.join("member").join("snap").join("db");
@@ -747,12 +1013,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
                 c.data_dir = Some(*found);
             }
             r.staged = Some(staged_ins);
-            return Err(cleanup(stop(
-                Exit::RestoreVerify,
-                "verify-failed",
-                e.to_string(),
-                "the restore tool did not restore this snapshot's data; check that ETCDUTL_PATH is the real etcdutl (or etcdctl for 3.4) of the snapshot's etcd version",
-            )));
+            return Err(cleanup(Halt::StagedContent(e)));
         }
     }
     r.timings_ms.insert("verify", ms(t.elapsed()));
@@ -769,7 +1030,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         let now = layout::inspect(&data_paths, Options::default());
         if now.state == DirState::Empty {
             stage::set_aside(&data_paths.member_dir, &staging.root.join("debris-member"))
-                .map_err(|e| cleanup(stage_stop(e)))?;
+                .map_err(|e| cleanup(e.into()))?;
             r.notes.push(format!(
                 "set aside etcd's debris of a failed first start ({}); removed with the staging directory",
                 now.unexpected
@@ -781,7 +1042,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
         }
     }
     stage::publish(&restored.join("member"), &data_paths.member_dir)
-        .map_err(|e| cleanup(stage_stop(e)))?;
+        .map_err(|e| cleanup(e.into()))?;
     pieces::test_pause("cleanup");
     if let Err(e) = staging.remove() {
         r.notes.push(format!(
@@ -794,14 +1055,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Stop> {
     let after = layout::inspect(&data_paths, Options::default());
     let check = verify::check(&after, &p.expected);
     r.data_dir = Some(after);
-    if let Err(e) = check {
-        return Err(stop(
-            Exit::RestoreVerify,
-            "verify-failed",
-            format!("after publishing: {e}"),
-            "keep the directory for analysis and report this: the staged copy verified but the published one does not",
-        ));
-    }
+    check.map_err(Halt::PublishedIdentity)?;
     r.verdict = "restored";
     r.reason = format!(
         "restored {} ({} bytes{}; content verified: revision {}, {} keys, KV hash {:08x}, as in the snapshot) with {} {} as member {} ({}) of cluster {}",
@@ -837,40 +1091,26 @@ fn check_existing(
     r: &mut RestoreReport,
     staging: &Staging,
     pre_reason: &str,
-) -> Result<(), Stop> {
+) -> Result<(), Halt> {
     let db = Paths::new(&p.data_dir, None)
         .member_dir
         .join("snap")
         .join("db");
-    let existing = Content::of(&db).map_err(|e| {
-        stop(
-            Exit::RestoreVerify,
-            "verify-failed",
-            format!(
-                "the data dir is initialized, but its backend {} cannot be read to compare with the snapshot: {e}",
-                db.display()
-            ),
-            "inspect the data dir (etcd-member-agent inspect); nothing was touched",
-        )
+    let existing = Content::of(&db).map_err(|source| Halt::ExistingUnreadable {
+        db: db.clone(),
+        source,
     })?;
-    let source_failed = |e: &dyn std::fmt::Display| {
-        stop(
-            Exit::RestoreSource,
-            "source-failed",
-            format!(
-                "the snapshot {} is not a readable etcd backend: {e}",
-                p.source.describe()
-            ),
-            "the data dir was not touched; check the snapshot source",
-        )
+    let source_failed = |source: BoltError| Halt::ComparedNotABackend {
+        location: p.source.describe(),
+        source,
     };
     let snapshot = match &p.source {
         // Read in place: a healthy member's restart must not need room for a copy.
-        SourcePlan::File(path) => Content::of(path).map_err(|e| source_failed(&e))?,
+        SourcePlan::File(path) => Content::of(path).map_err(source_failed)?,
         SourcePlan::S3(_) => {
             let (fetched, _) = fetch_snapshot(p, r, staging, false)?;
             let c =
-                Content::of(&fetched.path).map_err(|e| discard_staging(staging, source_failed(&e)));
+                Content::of(&fetched.path).map_err(|e| discard_staging(staging, source_failed(e)));
             if let Err(e) = staging.remove() {
                 tracing::warn!(error = %e, "cannot remove the staging directory");
             }
@@ -882,15 +1122,7 @@ fn check_existing(
         data_dir: Some(existing),
     });
     if !verify::holds_snapshot(&existing, &snapshot) {
-        return Err(stop(
-            Exit::RestoreVerify,
-            "verify-failed",
-            format!(
-                "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
-                existing.revision, existing.keys, snapshot.revision, snapshot.keys
-            ),
-            "do not start etcd on it: it would serve an empty keyspace as this cluster. Wipe the data dir (etcd-member-agent wipe) and rerun restore, or recover the member from its peers",
-        ));
+        return Err(Halt::BootstrappedEmpty { existing, snapshot });
     }
     r.verdict = "already-initialized";
     r.reason = format!(
@@ -901,11 +1133,11 @@ fn check_existing(
 }
 
 /// Removes the staging directory on the way out of a failed run.
-fn discard_staging(staging: &Staging, s: Stop) -> Stop {
+fn discard_staging(staging: &Staging, h: Halt) -> Halt {
     if let Err(e) = staging.remove() {
         tracing::warn!(error = %e, "cannot remove the staging directory");
     }
-    s
+    h
 }
 
 /// Steps 4 to 6: the source, its size and room for it; the fetch into staging;
@@ -916,46 +1148,38 @@ fn fetch_snapshot(
     r: &mut RestoreReport,
     staging: &Staging,
     for_restore: bool,
-) -> Result<(Fetched, bool), Stop> {
+) -> Result<(Fetched, bool), Halt> {
     // 4. The source, its size, and room for it.
     let t = Instant::now();
     let fetch_deadline = t + p.download_timeout;
-    let source_failed = |e: &dyn std::fmt::Display| {
-        stop(
-            Exit::RestoreSource,
-            "source-failed",
-            e.to_string(),
-            "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
-        )
-    };
     let (size, fetcher) = match &p.source {
         SourcePlan::File(path) => (
-            fetch::probe_file(path).map_err(|e| source_failed(&e))?,
+            fetch::probe_file(path).map_err(Halt::Source)?,
             Fetcher::File(path),
         ),
         SourcePlan::S3(loc) => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| stop(Exit::Internal, "internal-error", e.to_string(), ""))?;
+                .map_err(Halt::Runtime)?;
             let bounds = s3::Bounds {
                 connect: p.connect_timeout,
                 idle: p.read_timeout,
                 total: p.download_timeout,
             };
-            let store = Arc::new(s3::client(loc, bounds).map_err(|e| source_failed(&e))?);
+            let store = Arc::new(s3::client(loc, bounds).map_err(Halt::Source)?);
             let head = rt
                 .block_on(async {
                     tokio::time::timeout(p.download_timeout, s3::head(&store, loc, p.read_timeout))
                         .await
                 })
                 .map_err(|_| {
-                    source_failed(&fetch::SourceError::TimedOut {
+                    Halt::Source(SourceError::TimedOut {
                         location: loc.describe(),
                         after: p.download_timeout,
                     })
                 })?
-                .map_err(|e| source_failed(&e))?;
+                .map_err(Halt::Source)?;
             (
                 head.size,
                 Fetcher::S3 {
@@ -973,7 +1197,7 @@ fn fetch_snapshot(
     if !has_trailer(size) && !p.skip_hash_check {
         return Err(no_trailer(&p.source, size));
     }
-    let (fs_path, available) = stage::free_bytes(&p.data_dir).map_err(stage_stop)?;
+    let (fs_path, available) = stage::free_bytes(&p.data_dir)?;
     // A restore stages the snapshot and the tool writes the db and a WAL segment;
     // checking an existing member needs room for the staged copy only.
     let needed = if for_restore {
@@ -988,23 +1212,20 @@ fn fetch_snapshot(
         available,
     });
     if available < needed {
-        return Err(stop(
-            Exit::RestoreSpace,
-            "no-space",
-            format!(
-                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
-                fs_path.display()
-            ),
-            "give the data volume more room (or free it), then retry",
-        ));
+        return Err(Halt::TooLittleSpace {
+            path: fs_path,
+            size,
+            needed,
+            available,
+        });
     }
 
     // 5. Fetch into staging, hashing as the bytes pass.
-    stage::ensure_dir(&p.data_dir).map_err(stage_stop)?;
-    staging.create().map_err(stage_stop)?;
-    let cleanup = |s: Stop| discard_staging(staging, s);
+    stage::ensure_dir(&p.data_dir)?;
+    staging.create()?;
+    let cleanup = |h: Halt| discard_staging(staging, h);
     let staged = StagedSnapshot::create(&staging.snapshot(), size, &p.source.describe())
-        .map_err(|e| cleanup(fetch_stop(e)))?;
+        .map_err(|e| cleanup(e.into()))?;
     let remaining = fetch_deadline.saturating_duration_since(Instant::now());
     let fetched: Fetched = match fetcher {
         Fetcher::File(path) => fetch::copy_file(path, staged, remaining),
@@ -1022,14 +1243,14 @@ fn fetch_snapshot(
                 .await
             })
             .unwrap_or_else(|_| {
-                Err(fetch::SourceError::TimedOut {
+                Err(SourceError::TimedOut {
                     location: loc.describe(),
                     after: p.download_timeout,
                 }
                 .into())
             }),
     }
-    .map_err(|e| cleanup(fetch_stop(e)))?;
+    .map_err(|e| cleanup(e.into()))?;
     r.bytes = fetched.bytes;
     r.timings_ms.insert("fetch", ms(t.elapsed()));
     tracing::info!(
@@ -1051,60 +1272,28 @@ fn fetch_snapshot(
         }
         TrailerCheck::Absent => return Err(cleanup(no_trailer(&p.source, fetched.bytes))),
         TrailerCheck::Mismatch { expected, computed } => {
-            return Err(cleanup(stop(
-                Exit::RestoreSource,
-                "source-failed",
-                format!("the snapshot {} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}", p.source.describe()),
-                "the snapshot is corrupt or truncated; restore from another snapshot",
-            )));
+            return Err(cleanup(Halt::HashMismatch {
+                location: p.source.describe(),
+                expected: expected.clone(),
+                computed: computed.clone(),
+            }));
         }
         TrailerCheck::WrongLength { expected, received } => {
-            return Err(cleanup(stop(
-                Exit::RestoreSource,
-                "source-failed",
-                format!("the snapshot {} changed while it was fetched: {expected} bytes announced, {received} received", p.source.describe()),
-                "make sure nothing writes the snapshot during the restore, then retry",
-            )));
+            return Err(cleanup(Halt::SourceChanged {
+                location: p.source.describe(),
+                announced: *expected,
+                received: *received,
+            }));
         }
     };
 
     Ok((fetched, skip_hash_check))
 }
 
-fn no_trailer(source: &SourcePlan, size: u64) -> Stop {
-    stop(
-        Exit::RestoreSource,
-        "source-failed",
-        format!(
-            "the snapshot {} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output",
-            source.describe()
-        ),
-        "restore a snapshot taken with `etcdctl snapshot save`; a raw db copied out of a data dir can be restored with --skip-hash-check (AGENT_SKIP_HASH_CHECK=true)",
-    )
-}
-
-fn fetch_stop(e: FetchError) -> Stop {
-    if e.is_no_space() {
-        stop(
-            Exit::RestoreSpace,
-            "no-space",
-            e.to_string(),
-            "give the data volume more room, then retry",
-        )
-    } else if let FetchError::Write { .. } = e {
-        stop(
-            Exit::Unreadable,
-            "data-dir-unwritable",
-            e.to_string(),
-            "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
-        )
-    } else {
-        stop(
-            Exit::RestoreSource,
-            "source-failed",
-            e.to_string(),
-            "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
-        )
+fn no_trailer(source: &SourcePlan, size: u64) -> Halt {
+    Halt::NoTrailer {
+        location: source.describe(),
+        size,
     }
 }
 
@@ -1151,6 +1340,23 @@ fn summary(r: &RestoreReport) -> String {
 mod tests {
     use super::*;
 
+    /// The exit code and verdict name the gate's refusal of `v` ends the run with.
+    fn refused(v: Verdict, live: bool, any: bool) -> (Exit, &'static str) {
+        let halt = match gate(v, live, any) {
+            Gate::Formed => Halt::Formed {
+                verdict: v,
+                reason: String::new(),
+            },
+            Gate::Refuse(refusal) => Halt::Refused {
+                refusal,
+                reason: String::new(),
+                remedy: String::new(),
+            },
+            g => panic!("{v:?} is not refused: {g:?}"),
+        };
+        (halt.exit(), halt.verdict())
+    }
+
     #[test]
     fn the_gate_restores_only_a_first_bootstrap() {
         use Verdict::*;
@@ -1159,44 +1365,214 @@ mod tests {
         assert_eq!(gate(Bootstrap, false, false), Gate::Proceed);
         assert_eq!(gate(Join, false, false), Gate::Proceed);
         assert_eq!(
-            gate(Join, true, true),
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+            refused(Join, true, true),
+            (Exit::RestoreFormed, "refuse-formed")
         );
         assert_eq!(
-            gate(Join, false, true),
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+            refused(Join, false, true),
+            (Exit::RestoreFormed, "refuse-formed")
         );
         assert_eq!(
-            gate(RefuseEmptyFormed, false, true),
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+            refused(RefuseEmptyFormed, false, true),
+            (Exit::RestoreFormed, "refuse-formed")
         );
         assert_eq!(
-            gate(PhaseUnknown, true, true),
-            Gate::Refuse(Exit::RestoreFormed, "refuse-formed")
+            refused(PhaseUnknown, true, true),
+            (Exit::RestoreFormed, "refuse-formed")
         );
         assert_eq!(
-            gate(PhaseUnknown, false, false),
-            Gate::Refuse(Exit::PhaseUnknown, "phase-unknown")
+            refused(PhaseUnknown, false, false),
+            (Exit::PhaseUnknown, "phase-unknown")
         );
         assert_eq!(
-            gate(RefusePartial, false, false),
-            Gate::Refuse(Exit::RefusePartial, "refuse-partial")
+            refused(RefusePartial, false, false),
+            (Exit::RefusePartial, "refuse-partial")
         );
         assert_eq!(
-            gate(RefuseCorrupt, false, false),
-            Gate::Refuse(Exit::RefuseCorrupt, "refuse-corrupt")
+            refused(RefuseCorrupt, false, false),
+            (Exit::RefuseCorrupt, "refuse-corrupt")
         );
         assert_eq!(
-            gate(RefuseRunning, false, false),
-            Gate::Refuse(Exit::RefuseRunning, "refuse-running")
+            refused(RefuseRunning, false, false),
+            (Exit::RefuseRunning, "refuse-running")
         );
         assert_eq!(
-            gate(Unreadable, false, false),
-            Gate::Refuse(Exit::Unreadable, "unreadable")
+            refused(Unreadable, false, false),
+            (Exit::Unreadable, "unreadable")
         );
         assert_eq!(
-            gate(RefuseForeign, true, true),
-            Gate::Refuse(Exit::RefuseForeign, "refuse-foreign")
+            refused(RefuseForeign, true, true),
+            (Exit::RefuseForeign, "refuse-foreign")
+        );
+        assert_eq!(
+            refused(RefuseVersion, false, true),
+            (Exit::RefuseVersion, "refuse-version")
+        );
+    }
+
+    /// preflight's own refusals end a restore with preflight's exit code and name.
+    #[test]
+    fn a_refusal_passed_on_keeps_preflights_exit_code_and_name() {
+        use Verdict::*;
+        for v in [
+            PhaseUnknown,
+            RefuseForeign,
+            RefuseCorrupt,
+            RefusePartial,
+            RefuseRunning,
+            RefuseVersion,
+            Unreadable,
+        ] {
+            for any in [false, true] {
+                assert_eq!(refused(v, false, any), (v.exit(), v.name()), "{v:?}");
+            }
+        }
+    }
+
+    /// The reasons composed from several pieces read as the `format!` that
+    /// composed them before the halt was typed.
+    #[test]
+    fn the_composed_reasons_read_as_before() {
+        let m: MemberId = "8e9e05c52164694d".parse().unwrap();
+        let c: ClusterId = "cdf818194e3a8c32".parse().unwrap();
+        let m2: MemberId = "0000000000000001".parse().unwrap();
+        let h = Halt::NotThisRestore {
+            member: Some(m2),
+            cluster: None,
+            expected_member: m,
+            expected_cluster: c,
+        };
+        assert_eq!(
+            h.to_string(),
+            format!(
+                "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore; nothing touched",
+                Some(m2).map(|id| id.to_string()).unwrap_or_default(),
+                None::<ClusterId>.map(|id| id.to_string()).unwrap_or_default(),
+                m,
+                c
+            )
+        );
+        let h = Halt::Formed {
+            verdict: Verdict::Join,
+            reason: "r".into(),
+        };
+        assert_eq!(h.to_string(), format!("refusing to restore: the cluster already formed ({}: {}). A restore would boot a new cluster with this member's and the cluster's IDs over it", Verdict::Join.name(), "r"));
+        assert_eq!(h.remedy(), REMEDY_FORMED);
+        let h = Halt::Refused {
+            refusal: Refusal::Partial,
+            reason: "r".into(),
+            remedy: "fix it".into(),
+        };
+        assert_eq!(h.to_string(), "refusing to restore: r");
+        assert_eq!(h.remedy(), "fix it");
+        let (existing, snapshot) = (
+            Content {
+                revision: 1,
+                keys: 2,
+                kv_hash: 3,
+            },
+            Content {
+                revision: 4,
+                keys: 5,
+                kv_hash: 6,
+            },
+        );
+        assert_eq!(
+            Halt::BootstrappedEmpty { existing, snapshot }.to_string(),
+            format!(
+                "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
+                existing.revision, existing.keys, snapshot.revision, snapshot.keys
+            )
+        );
+        let source = SourcePlan::File("/snap/db".into());
+        let size = 1000;
+        assert_eq!(
+            no_trailer(&source, size).to_string(),
+            format!(
+                "the snapshot {} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output",
+                source.describe()
+            )
+        );
+        let (expected, computed) = ("ab".to_string(), "cd".to_string());
+        assert_eq!(
+            Halt::HashMismatch { location: source.describe(), expected: expected.clone(), computed: computed.clone() }.to_string(),
+            format!("the snapshot {} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}", source.describe())
+        );
+        let (expected, received) = (10u64, 7u64);
+        assert_eq!(
+            Halt::SourceChanged { location: source.describe(), announced: expected, received }.to_string(),
+            format!("the snapshot {} changed while it was fetched: {expected} bytes announced, {received} received", source.describe())
+        );
+        let (fs_path, needed, available) = (PathBuf::from("/var/lib/etcd"), 5000u64, 10u64);
+        assert_eq!(
+            Halt::TooLittleSpace { path: fs_path.clone(), size, needed, available }.to_string(),
+            format!(
+                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
+                fs_path.display()
+            )
+        );
+        let e = VerifyError {
+            dir: "/d".into(),
+            problems: vec!["a".into(), "b".into()],
+        };
+        let text = e.to_string();
+        assert_eq!(
+            Halt::PublishedIdentity(e).to_string(),
+            format!("after publishing: {text}")
+        );
+        let e = Error::internal("reading", &std::io::Error::other("boom"));
+        let text = format!("gathering evidence failed: {e:#}");
+        assert_eq!(Halt::Evidence(e).to_string(), text);
+        let e = Error::usage("bad flag");
+        let text = e.to_string();
+        assert_eq!(Halt::Usage(text.clone()).to_string(), text);
+    }
+
+    /// Each typed error passed through reads as the error itself did.
+    #[test]
+    fn a_wrapped_error_reads_as_itself() {
+        let io = || std::io::Error::from_raw_os_error(nix::libc::ENOSPC);
+        let stage = || StageError {
+            op: "rename",
+            path: "/d/member".into(),
+            source: io(),
+        };
+        let text = stage().to_string();
+        let h = Halt::from(stage());
+        assert_eq!(
+            (h.exit(), h.verdict(), h.to_string()),
+            (Exit::RestoreSpace, "no-space", text)
+        );
+        let eacces = StageError {
+            op: "create",
+            path: "/d".into(),
+            source: std::io::Error::from_raw_os_error(nix::libc::EACCES),
+        };
+        let text = eacces.to_string();
+        let h = Halt::from(eacces);
+        assert_eq!(
+            (h.exit(), h.verdict(), h.to_string()),
+            (Exit::Unreadable, "data-dir-unwritable", text)
+        );
+        let write = FetchError::Write {
+            path: "/d/.restore-staging/snapshot".into(),
+            source: io(),
+        };
+        let text = write.to_string();
+        let h = Halt::from(write);
+        assert_eq!(
+            (h.exit(), h.verdict(), h.to_string()),
+            (Exit::RestoreSpace, "no-space", text)
+        );
+        assert_eq!(h.remedy(), "give the data volume more room, then retry");
+        let gone = FetchError::Source(SourceError::NotFound {
+            location: "/snap".into(),
+        });
+        let text = gone.to_string();
+        let h = Halt::from(gone);
+        assert_eq!(
+            (h.exit(), h.verdict(), h.to_string()),
+            (Exit::RestoreSource, "source-failed", text)
         );
     }
 
