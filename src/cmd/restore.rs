@@ -25,7 +25,7 @@
 //! member of a multi-member restore under `--allow-bootstrap-without-evidence`),
 //! else 34 (a joining member gets its data from its peers); `refuse-empty-formed`,
 //! and `phase-unknown` when a live cluster answered, → 34; everything else keeps
-//! its own code.
+//! its own code (a `Refusal`; a unit test keeps its code and name preflight's).
 //!
 //! Every step returns `Result<_, Halt>`. A `Halt` is how a run ends short of
 //! `restored` or `already-initialized`, one variant per way (the gate's
