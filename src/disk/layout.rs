@@ -125,8 +125,30 @@ pub struct RecordedMember {
     pub name: String,
     /// Peer URLs.
     pub peer_urls: Vec<String>,
-    /// `wal`, `snap` or `backend`.
-    pub source: &'static str,
+    /// Which record of the directory says so.
+    pub source: MemberSource,
+}
+
+/// Where in the directory a member is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberSource {
+    /// The WAL's ConfChange entries (after the start snapshot).
+    Wal,
+    /// The `.snap` file's v2 store.
+    Snap,
+    /// The backend's `members` bucket.
+    Backend,
+}
+
+impl std::fmt::Display for MemberSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MemberSource::Wal => "wal",
+            MemberSource::Snap => "snap",
+            MemberSource::Backend => "backend",
+        })
+    }
 }
 
 /// The raft snapshot etcd will start from.
@@ -1038,7 +1060,7 @@ fn membership(
                 id: m.id,
                 name: m.name.clone(),
                 peer_urls: m.peer_urls.clone(),
-                source: "backend",
+                source: MemberSource::Backend,
             },
         );
     }
@@ -1054,7 +1076,7 @@ fn membership(
                     id: m.id,
                     name: m.name.clone(),
                     peer_urls: m.peer_urls.clone(),
-                    source: "snap",
+                    source: MemberSource::Snap,
                 },
             );
         }
@@ -1087,7 +1109,7 @@ fn membership(
                                 m.member.name.clone()
                             },
                             peer_urls: m.member.peer_urls.clone(),
-                            source: "wal",
+                            source: MemberSource::Wal,
                         },
                     );
                 }

@@ -278,7 +278,7 @@ pub fn check(ins: &Inspection, exp: &Expected) -> Result<Vec<String>, VerifyErro
         if exp.members.contains_key(id) {
             continue;
         }
-        if m.source == "backend" && ins.snapshot.is_some() {
+        if m.source == crate::disk::layout::MemberSource::Backend && ins.snapshot.is_some() {
             // etcdctl 3.4 leaves the source cluster's members in the backend's
             // bucket; in 3.4 the `.snap` is the authoritative membership.
             notes.push(format!(
