@@ -1028,6 +1028,19 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
     // it on every run. Anything else under `member/` keeps it from being empty.
     if std::fs::symlink_metadata(&data_paths.member_dir).is_ok() {
         let now = layout::inspect(&data_paths, Options::default());
+        // The gate saw no etcd minutes ago, before the download; one that
+        // started since (a second Pod on the volume, stuck in a join) holds
+        // this `member/`: never move it from under it.
+        if now.running {
+            return Err(cleanup(Halt::Refused {
+                refusal: Refusal::Running,
+                reason: format!(
+                    "an etcd process holds {} (it started while the snapshot was fetched): the restore was not published",
+                    data_paths.member_dir.display()
+                ),
+                remedy: "stop the other etcd on this volume (two writers corrupt it), then run restore again".into(),
+            }));
+        }
         if now.state == DirState::Empty {
             stage::set_aside(&data_paths.member_dir, &staging.root.join("debris-member"))
                 .map_err(|e| cleanup(e.into()))?;

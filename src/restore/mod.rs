@@ -23,8 +23,13 @@ use std::time::Duration;
 /// sleeps, so a crash test can SIGKILL it there deterministically.
 pub const TEST_PAUSE_ENV: &str = "AGENT_TEST_PAUSE_AT";
 
-/// How long a test pause lasts; long enough for any test to kill the process.
+/// How long a test pause lasts by default; long enough for any test to kill
+/// the process.
 const TEST_PAUSE: Duration = Duration::from_secs(300);
+
+/// Test-only: the pause's length in seconds, for a test that lets the run go on
+/// after changing the directory under it.
+pub const TEST_PAUSE_SECS_ENV: &str = "AGENT_TEST_PAUSE_SECS";
 
 /// **Test-only.** When `AGENT_TEST_PAUSE_AT` names `stage`, announces it on stderr
 /// (`AGENT_TEST_PAUSE_AT: paused at <stage>`) and sleeps, so that a crash-safety
@@ -37,6 +42,10 @@ pub fn test_pause(stage: &str) {
     if wanted == stage {
         tracing::warn!(stage, "test hook: pausing ({TEST_PAUSE_ENV})");
         eprintln!("{TEST_PAUSE_ENV}: paused at {stage}");
-        std::thread::sleep(TEST_PAUSE);
+        let pause = std::env::var(TEST_PAUSE_SECS_ENV)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(TEST_PAUSE, Duration::from_secs);
+        std::thread::sleep(pause);
     }
 }

@@ -394,6 +394,88 @@ fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
     assert_eq!(etcd.get(SENTINEL_KEY).as_deref(), Some(SENTINEL_VALUE));
 }
 
+/// Review of the set-aside: the gate saw no etcd before the download, but one
+/// that starts on the volume afterwards (a second Pod, stuck in a join, holding
+/// the backend's lock) must not have its `member/` moved from under it. The
+/// debris is etcd's own; the lock is the backend `flock` bbolt takes, taken by
+/// this test while restore pauses before publishing.
+fn a_restore_never_sets_aside_a_member_an_etcd_holds(version: EtcdVersion) {
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let m = &members[0];
+    let data = base.path().join("r0/data");
+    let failed = Member::new(
+        version,
+        base.path().join("r0"),
+        MemberFlags {
+            name: m.name.clone(),
+            data_dir: data.clone(),
+            peer_url: m.peer_url.clone(),
+            client_url: m.client_url.clone(),
+            initial_cluster: initial_cluster(&members),
+            initial_cluster_state: ClusterState::Existing,
+            token: TOKEN.into(),
+            snapshot_count: None,
+            extra_args: Vec::new(),
+        },
+    );
+    failed.start();
+    assert!(
+        failed
+            .wait_exit(std::time::Duration::from_secs(60))
+            .is_some(),
+        "etcd joined a cluster of none\n{}",
+        tail(&failed.log(), 20)
+    );
+    let db = failed.db_path();
+    assert!(db.exists(), "etcd left a db");
+
+    let log = base.path().join("restore.log");
+    let env = with(
+        &with(
+            &restore_env(version, &data, "r0", &members, base.path()),
+            "AGENT_TEST_PAUSE_AT",
+            "rename",
+        ),
+        "AGENT_TEST_PAUSE_SECS",
+        "3",
+    );
+    let mut child = spawn_restore(snapshot(version), &env, &log);
+    assert_eventually!(
+        ensure(
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("paused at rename"),
+            "not paused yet"
+        ),
+        "restore reaches the rename"
+    );
+    let held = std::fs::File::open(&db).unwrap();
+    nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map(|lock| {
+            let status = child.wait().expect("restore ends");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert_eq!(status.code(), Some(15), "refuse-running\n{text}");
+            assert!(db.exists(), "the locked member/ stayed in place\n{text}");
+            drop(lock);
+        })
+        .map_err(|(_, e)| e)
+        .expect("the test takes the backend's lock");
+
+    // The lock released: the rerun sets the debris aside and publishes.
+    let run = restore(
+        snapshot(version),
+        &restore_env(version, &data, "r0", &members, base.path()),
+    );
+    run.assert_code(0);
+    assert_eq!(entries(&data), ["member"], "staging and debris removed");
+}
+
+#[test]
+fn a_restore_never_sets_aside_a_member_an_etcd_holds_on_etcd_3_6() {
+    a_restore_never_sets_aside_a_member_an_etcd_holds(EtcdVersion::V3_6);
+}
+
 #[test]
 fn a_restore_onto_the_debris_of_a_failed_first_start_publishes_on_etcd_3_6() {
     a_restore_onto_the_debris_of_a_failed_first_start(EtcdVersion::V3_6);
