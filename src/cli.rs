@@ -162,23 +162,34 @@ impl IdentityArgs {
     /// discovery URL, else with v3 discovery endpoints the discovery token, else
     /// `--initial-cluster-token` or its default. Empty values count as unset,
     /// as etcd's flag parsing takes them; other values are used byte for byte.
-    pub fn formation_token(&self) -> FormationToken {
+    /// What etcd itself refuses to start with is a usage error: discovery beside
+    /// an explicit `--initial-cluster` (`ErrConflictBootstrapFlags`), and v3
+    /// discovery endpoints without a discovery token.
+    pub fn formation_token(&self) -> Result<FormationToken, String> {
         let set = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
-        if let Some(url) = set(&self.discovery) {
-            return FormationToken {
+        let discovery = set(&self.discovery);
+        let endpoints = set(&self.discovery_endpoints);
+        if (discovery.is_some() || endpoints.is_some()) && set(&self.initial_cluster).is_some() {
+            return Err("ETCD_DISCOVERY or ETCD_DISCOVERY_ENDPOINTS beside ETCD_INITIAL_CLUSTER: etcd refuses to bootstrap with both (conflicting bootstrap flags); give the agent the same bootstrap settings as etcd".into());
+        }
+        if let Some(url) = discovery {
+            return Ok(FormationToken {
                 value: url,
                 given: true,
                 discovery: true,
-            };
+            });
         }
-        if set(&self.discovery_endpoints).is_some() {
-            return FormationToken {
-                value: set(&self.discovery_token).unwrap_or_default(),
+        if endpoints.is_some() {
+            let value = set(&self.discovery_token).ok_or(
+                "ETCD_DISCOVERY_ENDPOINTS without ETCD_DISCOVERY_TOKEN: v3 discovery needs the token etcd hashed the founders with",
+            )?;
+            return Ok(FormationToken {
+                value,
                 given: true,
                 discovery: true,
-            };
+            });
         }
-        match set(&self.initial_cluster_token) {
+        Ok(match set(&self.initial_cluster_token) {
             Some(value) => FormationToken {
                 value,
                 given: true,
@@ -189,7 +200,7 @@ impl IdentityArgs {
                 given: false,
                 discovery: false,
             },
-        }
+        })
     }
 }
 

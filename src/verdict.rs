@@ -443,6 +443,10 @@ pub struct OperatorFacts {
     pub cluster_id: Option<ClusterId>,
     /// `EtcdMember.status.podUID`: the Pod the operator last saw for this member.
     pub pod_uid: Option<String>,
+    /// The cluster's token (`EtcdCluster.status.clusterToken`, else
+    /// `EtcdMember.spec.clusterToken`): what the operator passes etcd as
+    /// `--initial-cluster-token`, unique per incarnation.
+    pub cluster_token: Option<String>,
 }
 
 /// What the witness Lease `serve` keeps for this member said (docs/decision-table.md, the sources):
@@ -819,10 +823,17 @@ fn decide_initialized(i: &Inputs) -> Decision {
             }
         }
     }
+    // The token etcd got: this member's own when given, else the operator's
+    // record of its cluster's (it passes that one to etcd), else etcd's default.
+    let (token, token_given) = match (&i.me.token, op.and_then(|o| o.cluster_token.as_ref())) {
+        (Some(t), _) if i.me.token_given => (Some(t), true),
+        (_, Some(t)) => (Some(t), true),
+        (t, None) => (t.as_ref(), false),
+    };
     // The WAL's own entry adding its member, hashed with this member's token,
     // gives the WAL's member ID: the directory was bootstrapped with this token
     // (its URL may have been updated since), not by an earlier incarnation.
-    let same_token = match (&i.dir.added_with_peer_urls, &i.me.token) {
+    let same_token = match (&i.dir.added_with_peer_urls, token) {
         (Some(urls), Some(token)) => crate::disk::ids::member_id(urls, token) == wal_member,
         _ => false,
     };
@@ -830,7 +841,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // founding members' IDs when the cluster was formed with it; none does
     // when it was formed with another (an earlier incarnation's volume, the
     // member's own ID random since a `member add`).
-    let formed_with_other_token = match &i.me.token {
+    let formed_with_other_token = match token {
         Some(token) if !i.dir.formation.is_empty() => (!i
             .dir
             .formation
@@ -844,9 +855,8 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // `member add` and no token of its own may hold its cluster's founders in
     // its WAL (a young leader's log from index 1), hashed with a token it was
     // never told.
-    let formation_binds = |founders: &[FoundingMember]| {
-        i.me.token_given || founders.iter().any(|m| m.id == wal_member)
-    };
+    let formation_binds =
+        |founders: &[FoundingMember]| token_given || founders.iter().any(|m| m.id == wal_member);
     let vouched = op
         .is_some_and(|o| o.member_id == Some(wal_member) || o.cluster_id == Some(wal_cluster))
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
@@ -867,7 +877,13 @@ fn decide_initialized(i: &Inputs) -> Decision {
                     .map(|m| m.id.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                if i.me.token_given { "ETCD_INITIAL_CLUSTER_TOKEN" } else { "unset: etcd's default etcd-cluster" }
+                if i.me.token_given {
+                    "ETCD_INITIAL_CLUSTER_TOKEN"
+                } else if token_given {
+                    "the operator's status.clusterToken"
+                } else {
+                    "unset: etcd's default etcd-cluster"
+                }
             ));
         }
     }
@@ -1431,6 +1447,7 @@ mod tests {
             member_id: member.map(MemberId::new),
             cluster_id: cluster.map(ClusterId::new),
             pod_uid: None,
+            cluster_token: None,
         })
     }
 
@@ -2212,6 +2229,21 @@ mod tests {
         i.me.token = Some("tenant-a-incarnation-2".into());
         i.me.token_given = true;
         assert_eq!(row(&i), Row::ForeignFormation);
+        // No token in the env, but the operator's record of the cluster's
+        // (it passes that one to etcd): bound by it, as by a given one.
+        i.me.token = Some("etcd-cluster".into());
+        i.me.token_given = false;
+        i.operator = Answer::Answered(OperatorFacts {
+            cluster_token: Some("tenant-a-incarnation-2".into()),
+            ..OperatorFacts::default()
+        });
+        assert_eq!(row(&i), Row::ForeignFormation);
+        i.operator = Answer::Answered(OperatorFacts {
+            cluster_token: Some(token.into()),
+            ..OperatorFacts::default()
+        });
+        assert_eq!(row(&i), Row::Start);
+        i.operator = Answer::NotConfigured;
         // The directory's own member a founder: its ID came from a token, and
         // not from this one, whether given or etcd's default.
         i.dir.member_id = Some(i.dir.formation[0].id);

@@ -270,7 +270,7 @@ impl Config {
         // The bytes etcd hashes, as given (etcd trims nothing). Under
         // discovery the founders are the discovery service's, not
         // --initial-cluster's: no IDs follow from the flags.
-        let formation = a.identity.formation_token();
+        let formation = a.identity.formation_token().map_err(usage)?;
         let token = formation.value.as_str();
         let derived = match (&initial, &name) {
             (Some(ic), Some(n))
@@ -912,6 +912,11 @@ async fn gather(
                     member_id: rec.member.member_id,
                     cluster_id: rec.cluster.cluster_id,
                     pod_uid: rec.member.pod_uid.clone(),
+                    cluster_token: rec
+                        .cluster
+                        .cluster_token
+                        .clone()
+                        .or_else(|| rec.member.cluster_token.clone()),
                 };
                 let entry = EvidenceEntry {
                     source: Source::Kube,

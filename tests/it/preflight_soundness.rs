@@ -344,9 +344,13 @@ fn a_cluster_formed_through_discovery(version: EtcdVersion) {
     cluster.put("tenant/config", "precious");
     settle(&cluster, "marker/discovered");
     cluster[0].stop().expect("it ran");
+    // Under discovery etcd takes no --initial-cluster (it refuses both).
     let env = without(
-        &without(&cluster.agent_env(0), "ETCD_INITIAL_CLUSTER_TOKEN"),
-        "ETCD_PEER_ENDPOINTS",
+        &without(
+            &without(&cluster.agent_env(0), "ETCD_INITIAL_CLUSTER_TOKEN"),
+            "ETCD_PEER_ENDPOINTS",
+        ),
+        "ETCD_INITIAL_CLUSTER",
     );
 
     let step = "a discovery-formed founder restarted, v2 discovery";
@@ -360,6 +364,35 @@ fn a_cluster_formed_through_discovery(version: EtcdVersion) {
     .expect(step, 0, "start");
     let step = "the same founder with the discovery settings left out";
     preflight(&env).expect(step, 11, "refuse-foreign");
+    let step = "discovery beside --initial-cluster, which etcd refuses";
+    let both = with(
+        &with(&env, "ETCD_DISCOVERY", discovery),
+        "ETCD_INITIAL_CLUSTER",
+        value(&cluster.agent_env(0), "ETCD_INITIAL_CLUSTER").unwrap_or_default(),
+    );
+    let usage = |step: &str, env: &[(String, String)], words: &str| {
+        let out = scratch();
+        let env = with(
+            &with(
+                &with(env, "AGENT_KUBE", "false"),
+                "AGENT_VERDICT_FILE",
+                out.path().join("preflight.json").display().to_string(),
+            ),
+            "TERMINATION_LOG",
+            out.path().join("termination-log").display().to_string(),
+        );
+        let run = run_agent(["preflight", "-o", "json"], &env);
+        run.assert_code(2);
+        let reason = run.json()["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(reason.contains(words), "{step}: {words:?}\n{run}");
+    };
+    usage(step, &both, "etcd refuses to bootstrap with both");
+    let step = "v3 discovery endpoints without a token";
+    let no_token = with(&env, "ETCD_DISCOVERY_ENDPOINTS", "http://127.0.0.1:1");
+    usage(step, &no_token, "without ETCD_DISCOVERY_TOKEN");
 
     cluster[0].start();
     cluster[0].wait_healthy();
