@@ -382,11 +382,13 @@ fn failed_first_starts_are_joined_never_refused(version: EtcdVersion) {
     // is a member the cluster counts as started: its empty WAL is refused as
     // `refuse-empty-formed` and the remedy brings it back. Nothing else may be.
     let published = tally.counters.joins_killed_after_publishing;
+    let refusals: usize = tally.counters.refusals.values().sum();
     let refused_as_started = tally
         .counters
         .refusals
         .keys()
-        .all(|v| v == "refuse-empty-formed");
+        .all(|v| v == "refuse-empty-formed")
+        && refusals == tally.counters.refusals_after_a_published_join;
     assert!(
         joins >= 3
             && if published == 0 {

@@ -117,6 +117,8 @@ pub struct Counters {
     /// started): an empty directory or WAL under it is then refused as any
     /// started member's is (`refuse-empty-formed`, the remedy brings it back).
     pub joins_killed_after_publishing: usize,
+    /// Refusals of such a member, before the remedy gave it a new start.
+    pub refusals_after_a_published_join: usize,
     /// Things the guard should never say here (`bootstrap` for a formed cluster,
     /// `join` outside a remedy).
     pub anomalies: Vec<String>,
@@ -135,6 +137,7 @@ impl Counters {
         self.crash_remedies += other.crash_remedies;
         self.crashes += other.crashes;
         self.joins_killed_after_publishing += other.joins_killed_after_publishing;
+        self.refusals_after_a_published_join += other.refusals_after_a_published_join;
         self.anomalies.extend(other.anomalies.iter().cloned());
     }
 }
@@ -173,6 +176,8 @@ pub struct FaultCluster {
     /// Members holding an earlier incarnation's volume: `preflight` letting etcd
     /// start on it is an anomaly.
     old_volume: BTreeSet<usize>,
+    /// Members whose join was killed after they published (listed as started).
+    published_join_killed: BTreeSet<usize>,
     /// Re-added members whose first start failed: what it left is joined, or
     /// started (an empty log, row 5b; or caught up before it was killed).
     first_start_failed: BTreeSet<usize>,
@@ -207,6 +212,7 @@ impl FaultCluster {
             refused: BTreeSet::new(),
             new_volume: BTreeSet::new(),
             old_volume: BTreeSet::new(),
+            published_join_killed: BTreeSet::new(),
             first_start_failed: BTreeSet::new(),
             earlier: None,
             scratch: tempfile::tempdir().expect("a temp dir for verdict files"),
@@ -349,6 +355,7 @@ impl FaultCluster {
 
     /// The data of member `i` is gone or replaced: a new Pod, no remedy under way.
     fn volume_replaced(&mut self, i: usize) {
+        self.published_join_killed.remove(&i);
         self.new_volume.insert(i);
         self.old_volume.remove(&i);
         self.joining.remove(&i);
@@ -421,6 +428,7 @@ impl FaultCluster {
                 };
                 if published {
                     self.counters.joins_killed_after_publishing += 1;
+                    self.published_join_killed.insert(i);
                 }
                 self.first_start_failed.insert(i);
                 self.event(format!(
@@ -637,6 +645,9 @@ impl FaultCluster {
         *self.counters.verdicts.entry(p.verdict.clone()).or_default() += 1;
         if p.code != 0 {
             *self.counters.refusals.entry(p.verdict.clone()).or_default() += 1;
+            if self.published_join_killed.contains(&i) {
+                self.counters.refusals_after_a_published_join += 1;
+            }
         }
         if p.verdict == "bootstrap" {
             let what = format!(
