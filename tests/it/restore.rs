@@ -342,25 +342,20 @@ fn one_member_round_trip(version: EtcdVersion) {
     assert_eq!(etcd.get("after-restore").as_deref(), Some("writable"));
 }
 
-/// Review of the debris rule: etcd's debris of a failed first start (here etcd
-/// started with `=existing` and only itself to ask, so it exits, leaving a
-/// `member/snap/db` and no WAL) is an empty directory, so restore's gate says
-/// `bootstrap`; but the publishing rename refused the `member/` it found, and
-/// every run failed with 3 (`data-dir-unwritable`). The debris is set aside.
-fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
-    let base = tempfile::tempdir().unwrap();
-    let members = plan(&["r0"]);
+/// etcd's own debris of a failed first start of `members[0]` in
+/// `<base>/<name>/data`: started with `=existing` and only itself to ask, it
+/// cannot join and exits, leaving a `member/snap/db` and no WAL.
+fn failed_first_start(version: EtcdVersion, base: &Path, members: &[Planned]) -> Member {
     let m = &members[0];
-    let data = base.path().join("r0/data");
     let failed = Member::new(
         version,
-        base.path().join("r0"),
+        base.join(&m.name),
         MemberFlags {
             name: m.name.clone(),
-            data_dir: data.clone(),
+            data_dir: base.join(&m.name).join("data"),
             peer_url: m.peer_url.clone(),
             client_url: m.client_url.clone(),
-            initial_cluster: initial_cluster(&members),
+            initial_cluster: initial_cluster(members),
             initial_cluster_state: ClusterState::Existing,
             token: TOKEN.into(),
             snapshot_count: None,
@@ -375,6 +370,20 @@ fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
         "etcd joined a cluster of none\n{}",
         tail(&failed.log(), 20)
     );
+    failed
+}
+
+/// Review of the debris rule: etcd's debris of a failed first start (here etcd
+/// started with `=existing` and only itself to ask, so it exits, leaving a
+/// `member/snap/db` and no WAL) is an empty directory, so restore's gate says
+/// `bootstrap`; but the publishing rename refused the `member/` it found, and
+/// every run failed with 3 (`data-dir-unwritable`). The debris is set aside.
+fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0"]);
+    let m = &members[0];
+    let data = base.path().join("r0/data");
+    let failed = failed_first_start(version, base.path(), &members);
     assert!(
         failed.db_path().exists() && !failed.wal_dir().exists(),
         "etcd left a db and no WAL"
@@ -402,31 +411,8 @@ fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
 fn a_restore_never_sets_aside_a_member_an_etcd_holds(version: EtcdVersion) {
     let base = tempfile::tempdir().unwrap();
     let members = plan(&["r0"]);
-    let m = &members[0];
     let data = base.path().join("r0/data");
-    let failed = Member::new(
-        version,
-        base.path().join("r0"),
-        MemberFlags {
-            name: m.name.clone(),
-            data_dir: data.clone(),
-            peer_url: m.peer_url.clone(),
-            client_url: m.client_url.clone(),
-            initial_cluster: initial_cluster(&members),
-            initial_cluster_state: ClusterState::Existing,
-            token: TOKEN.into(),
-            snapshot_count: None,
-            extra_args: Vec::new(),
-        },
-    );
-    failed.start();
-    assert!(
-        failed
-            .wait_exit(std::time::Duration::from_secs(60))
-            .is_some(),
-        "etcd joined a cluster of none\n{}",
-        tail(&failed.log(), 20)
-    );
+    let failed = failed_first_start(version, base.path(), &members);
     let db = failed.db_path();
     assert!(db.exists(), "etcd left a db");
 
