@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::disk::ids::comparable_url;
 use crate::disk::ids::{ClusterId, MemberId};
-use crate::disk::layout::{DirState, FoundingMember};
+use crate::disk::layout::FoundingMember;
 use crate::disk::upgrade::UpgradeCheck;
 use crate::exit::Exit;
 
@@ -278,16 +278,43 @@ impl Row {
 }
 
 /// The directory's facts that matter to the decision.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DirFacts {
-    /// The classification; `None` is not possible in practice and reads as unreadable.
-    pub state: Option<DirState>,
+    /// What the directory is, with what the decision reads of it.
+    pub state: Dir,
     /// etcd holds the WAL or backend locks.
     pub running: bool,
+}
+
+/// The directory by its state (the decision's view of
+/// [`crate::disk::layout::DirState`]).
+#[derive(Debug, Clone)]
+pub enum Dir {
+    /// No WAL and nothing etcd wrote.
+    Empty,
+    /// A readable WAL with metadata: what the directory records.
+    Initialized(Box<Recorded>),
+    /// Something etcd wrote, but not a complete member: why.
+    Partial(String),
+    /// A WAL or backend that fails its checks: why.
+    Corrupt(String),
+    /// Could not be read.
+    Unreadable {
+        /// Why.
+        problem: String,
+        /// A symlink inside the data dir where etcd expects a directory (a
+        /// `member/wal` pointing elsewhere): a configuration matter.
+        symlinked: Option<String>,
+    },
+}
+
+/// What an initialized directory records of its member.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
     /// The member ID in the WAL metadata.
-    pub member_id: Option<MemberId>,
+    pub member_id: MemberId,
     /// The cluster ID in the WAL metadata.
-    pub cluster_id: Option<ClusterId>,
+    pub cluster_id: ClusterId,
     /// The peer URLs the directory's own membership records for its member ID
     /// (`None` when the directory does not say).
     pub recorded_peer_urls: Option<Vec<String>>,
@@ -306,15 +333,10 @@ pub struct DirFacts {
     /// The peer URLs of the WAL's own entry adding its member, while it holds it.
     pub added_with_peer_urls: Option<Vec<String>>,
     /// The founding members of the directory's cluster, while its WAL holds
-    /// their bootstrap entries (see `Inspection::formation`).
+    /// their bootstrap entries (see `Initialized::formation` in `disk::layout`).
     pub formation: Vec<FoundingMember>,
     /// The term of the directory's HardState.
     pub term: u64,
-    /// A symlink inside the data dir where etcd expects a directory (a
-    /// `member/wal` pointing elsewhere): a configuration matter.
-    pub symlinked: Option<String>,
-    /// Why the directory is partial, corrupt or unreadable.
-    pub problem: Option<String>,
     /// The upgrade check for the etcd version about to start, when it is known.
     pub upgrade: Option<UpgradeCheck>,
 }
@@ -562,16 +584,8 @@ fn decision(row: Row, reason: String, remedy: &str) -> Decision {
 
 /// Applies the decision table.
 pub fn decide(i: &Inputs) -> Decision {
-    let Some(state) = i.dir.state else {
-        return decision(
-            Row::Unreadable,
-            "the data directory could not be classified".into(),
-            "check the volume mount and permissions",
-        );
-    };
-    let problem = i.dir.problem.clone().unwrap_or_default();
-    match state {
-        DirState::Unreadable => match &i.dir.symlinked {
+    match &i.dir.state {
+        Dir::Unreadable { problem, symlinked } => match symlinked {
             Some(link) => decision(
                 Row::Layout,
                 format!("the data directory is not read: {problem}"),
@@ -590,18 +604,18 @@ pub fn decide(i: &Inputs) -> Decision {
             "an etcd process holds the locks of this data directory".into(),
             "another etcd is running on this volume; stop it before starting a second one (two processes on one data dir corrupt it)",
         ),
-        DirState::Corrupt => decision(
+        Dir::Corrupt(problem) => decision(
             Row::Corrupt,
             format!("the data directory is corrupt: {problem}"),
             "keep the directory for analysis; remove and re-add the member so it starts on a fresh directory, or restore from a backup",
         ),
-        DirState::Partial => decision(
+        Dir::Partial(problem) => decision(
             Row::Partial,
             format!("the data directory is partially initialized: {problem}"),
             "an earlier start or restore was interrupted; wipe the directory (etcd-member-agent wipe) and let the member join again (member remove + member add)",
         ),
-        DirState::Initialized => decide_initialized(i),
-        DirState::Empty => decide_empty(i),
+        Dir::Initialized(d) => decide_initialized(i, d),
+        Dir::Empty => decide_empty(i),
     }
 }
 
@@ -624,20 +638,14 @@ fn check<Id: PartialEq + std::fmt::Display>(
 }
 
 /// A member ID a record gives this member, compared with the directory's.
-struct Recorded<'a> {
+struct RecordedId<'a> {
     what: &'a str,
     source: &'a str,
     id: Option<MemberId>,
 }
 
-fn decide_initialized(i: &Inputs) -> Decision {
-    let (Some(wal_member), Some(wal_cluster)) = (i.dir.member_id, i.dir.cluster_id) else {
-        return decision(
-            Row::Corrupt,
-            "the WAL has no member or cluster ID".into(),
-            "keep the directory for analysis; remove and re-add the member",
-        );
-    };
+fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
+    let (wal_member, wal_cluster) = (rec.member_id, rec.cluster_id);
     let op = i.operator.get();
     let live = i.live.get();
     let witness = i.witness.get().and_then(Option::as_ref);
@@ -657,24 +665,24 @@ fn decide_initialized(i: &Inputs) -> Decision {
             && l.member(wal_member)
                 .is_some_and(|m| m.started && m.is(&i.me))
     });
-    let dir_member_is_me = matches!((&i.dir.recorded_name, &i.me.name), (Some(r), Some(n)) if r == n)
-        || i.dir
+    let dir_member_is_me = matches!((&rec.recorded_name, &i.me.name), (Some(r), Some(n)) if r == n)
+        || rec
             .recorded_peer_urls
             .as_ref()
             .is_some_and(|urls| urls.iter().any(|u| i.me.has_peer_url(u)));
     let mut stale = Vec::new();
     let recorded = [
-        Recorded {
+        RecordedId {
             what: "member ID",
             source: "the EtcdMember",
             id: op.and_then(|o| o.member_id),
         },
-        Recorded {
+        RecordedId {
             what: "member ID",
             source: "ETCD_MEMBER_ID",
             id: i.hint_member_id,
         },
-        Recorded {
+        RecordedId {
             what: "member ID",
             source: "the witness Lease",
             id: witness.and_then(|w| w.member_id),
@@ -688,7 +696,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
         // The directory itself saw the recorded ID removed, and records its
         // own member as this one: no peer is needed to know the record is
         // stale (quorum loss is exactly when none answers).
-        let dir_says_stale = i.dir.removed_ids.contains(&id) && dir_member_is_me;
+        let dir_says_stale = rec.removed_ids.contains(&id) && dir_member_is_me;
         if (live_vouches_member && gone) || dir_says_stale {
             let by = if live_vouches_member && gone {
                 "which the live member list no longer has"
@@ -789,7 +797,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             wal_cluster,
         );
     }
-    if let Some(recorded) = &i.dir.recorded_peer_urls {
+    if let Some(recorded) = &rec.recorded_peer_urls {
         let overlap = recorded.iter().any(|u| i.me.has_peer_url(u));
         if !i.me.peer_urls.is_empty() && !overlap {
             let text = format!(
@@ -807,7 +815,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 .and_then(|l| l.member(wal_member))
                 .map(|m| m.name.as_str())
                 .filter(|n| !n.is_empty());
-            let recorded_name = i.dir.recorded_name.as_deref().filter(|n| !n.is_empty());
+            let recorded_name = rec.recorded_name.as_deref().filter(|n| !n.is_empty());
             let mine = i.me.name.as_deref();
             let names = [live_name, recorded_name];
             let same_member = mine.is_some()
@@ -833,7 +841,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // The WAL's own entry adding its member, hashed with this member's token,
     // gives the WAL's member ID: the directory was bootstrapped with this token
     // (its URL may have been updated since), not by an earlier incarnation.
-    let same_token = match (&i.dir.added_with_peer_urls, token) {
+    let same_token = match (&rec.added_with_peer_urls, token) {
         (Some(urls), Some(token)) => crate::disk::ids::member_id(urls, token) == wal_member,
         _ => false,
     };
@@ -842,12 +850,11 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // when it was formed with another (an earlier incarnation's volume, the
     // member's own ID random since a `member add`).
     let formed_with_other_token = match token {
-        Some(token) if !i.dir.formation.is_empty() => (!i
-            .dir
+        Some(token) if !rec.formation.is_empty() => (!rec
             .formation
             .iter()
             .any(|m| crate::disk::ids::member_id(&m.peer_urls, token) == m.id))
-        .then_some(&i.dir.formation),
+        .then_some(&rec.formation),
         _ => None,
     };
     // Whose cluster the formation names binds only a member whose own ID came
@@ -892,12 +899,11 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // directory's cluster ID that lacks other members the directory records,
     // or whose term is behind the directory's, is another history under the
     // same ID (a re-bootstrapped seed, a restore), not the cluster's word.
-    let others_recorded: Vec<MemberId> = i
-        .dir
+    let others_recorded: Vec<MemberId> = rec
         .recorded_members
         .iter()
         .copied()
-        .filter(|&id| id != wal_member && !i.dir.removed_ids.contains(&id))
+        .filter(|&id| id != wal_member && !rec.removed_ids.contains(&id))
         .collect();
     let fork = live.filter(|l| l.cluster_id == wal_cluster).and_then(|l| {
         let missing: Vec<String> = others_recorded
@@ -905,7 +911,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             .filter(|&&id| l.member(id).is_none())
             .map(|id| id.to_string())
             .collect();
-        let behind = l.raft_term.is_some_and(|t| t < i.dir.term);
+        let behind = l.raft_term.is_some_and(|t| t < rec.term);
         if !missing.is_empty() {
             Some(format!(
                 "its member list lacks member(s) {} that the directory records",
@@ -915,7 +921,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             Some(format!(
                 "its raft term {} is behind the directory's {}",
                 l.raft_term.unwrap_or_default(),
-                i.dir.term
+                rec.term
             ))
         } else {
             None
@@ -925,7 +931,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
     // its ID has other started members: an intact member of that cluster would
     // have recorded their addition (committed with it as a voter).
     let rebootstrapped = live.filter(|l| l.cluster_id == wal_cluster).and_then(|l| {
-        let alone = i.dir.recorded_members == [wal_member];
+        let alone = rec.recorded_members == [wal_member];
         let others: Vec<&LiveMemberFacts> = l
             .members
             .iter()
@@ -959,7 +965,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             ),
             REMEDY_EMPTY_FORMED,
         )
-    } else if i.dir.self_removed {
+    } else if rec.self_removed {
         decision(
             Row::Removed,
             format!(
@@ -1021,7 +1027,7 @@ fn decide_initialized(i: &Inputs) -> Decision {
             ),
             REMEDY_INCARNATION_TOKEN,
         )
-    } else if i.dir.empty_log {
+    } else if rec.empty_log {
         return decide_empty_log(i, wal_member, warnings);
     } else {
         let mut checked = vec!["the directory's own membership"];
@@ -1057,12 +1063,12 @@ fn decide_initialized(i: &Inputs) -> Decision {
                 stale.join("; ")
             ));
         }
-        match i.dir.upgrade.as_ref().filter(|u| u.blocked) {
+        match rec.upgrade.as_ref().filter(|u| u.blocked) {
             Some(u) => refuse_version(u, &reason),
             None => decision(row, reason, ""),
         }
     };
-    if let Some(u) = &i.dir.upgrade {
+    if let Some(u) = &rec.upgrade {
         warnings.extend(
             u.warnings()
                 .map(|f| format!("etcd {}: {} ({})", u.target, f.message, f.remedy)),
@@ -1390,11 +1396,11 @@ mod tests {
         }
     }
 
-    fn inputs(state: DirState) -> Inputs {
+    fn inputs(state: Dir) -> Inputs {
         Inputs {
             dir: DirFacts {
-                state: Some(state),
-                ..Default::default()
+                state,
+                running: false,
             },
             me: me(),
             live: Answer::NotConfigured,
@@ -1406,11 +1412,19 @@ mod tests {
         }
     }
 
+    /// What the initialized directory of `i` records.
+    fn rec(i: &mut Inputs) -> &mut Recorded {
+        match &mut i.dir.state {
+            Dir::Initialized(r) => r,
+            other => panic!("not an initialized directory: {other:?}"),
+        }
+    }
+
     fn initialized(member: u64, cluster: u64) -> Inputs {
-        let mut i = inputs(DirState::Initialized);
-        i.dir.member_id = Some(MemberId::new(member));
-        i.dir.cluster_id = Some(ClusterId::new(cluster));
-        i.dir.recorded_peer_urls = Some(vec![ME.into()]);
+        let mut i = inputs(Dir::Initialized(Box::default()));
+        rec(&mut i).member_id = MemberId::new(member);
+        rec(&mut i).cluster_id = ClusterId::new(cluster);
+        rec(&mut i).recorded_peer_urls = Some(vec![ME.into()]);
         i
     }
 
@@ -1501,7 +1515,7 @@ mod tests {
             Box::new(|i| i.live = live(9, &[(2, "m1", ME, true)])),
             Box::new(|i| i.hint_member_id = Some(MemberId::new(2))),
             Box::new(|i| i.hint_cluster_id = Some(ClusterId::new(8))),
-            Box::new(|i| i.dir.recorded_peer_urls = Some(vec!["http://m2:2380".into()])),
+            Box::new(|i| rec(i).recorded_peer_urls = Some(vec!["http://m2:2380".into()])),
         ];
         for (n, set) in cases.iter().enumerate() {
             let mut i = initialized(1, 9);
@@ -1514,9 +1528,21 @@ mod tests {
 
     #[test]
     fn row_refusals_of_the_directory_itself() {
-        assert_eq!(verdict(&inputs(DirState::Partial)), Verdict::RefusePartial);
-        assert_eq!(verdict(&inputs(DirState::Corrupt)), Verdict::RefuseCorrupt);
-        assert_eq!(verdict(&inputs(DirState::Unreadable)), Verdict::Unreadable);
+        assert_eq!(
+            verdict(&inputs(Dir::Partial(String::new()))),
+            Verdict::RefusePartial
+        );
+        assert_eq!(
+            verdict(&inputs(Dir::Corrupt(String::new()))),
+            Verdict::RefuseCorrupt
+        );
+        assert_eq!(
+            verdict(&inputs(Dir::Unreadable {
+                problem: String::new(),
+                symlinked: None
+            })),
+            Verdict::Unreadable
+        );
         let mut running = initialized(1, 9);
         running.dir.running = true;
         assert_eq!(verdict(&running), Verdict::RefuseRunning);
@@ -1538,7 +1564,7 @@ mod tests {
             Box::new(|i| i.hint_member_id = Some(MemberId::new(1))),
         ];
         for (n, set) in cases.iter().enumerate() {
-            let mut i = inputs(DirState::Empty);
+            let mut i = inputs(Dir::Empty);
             set(&mut i);
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::RefuseEmptyFormed, "case {n}: {d:?}");
@@ -1559,7 +1585,7 @@ mod tests {
             }),
         ];
         for (n, set) in cases.iter().enumerate() {
-            let mut i = inputs(DirState::Empty);
+            let mut i = inputs(Dir::Empty);
             i.me = seed_me();
             set(&mut i);
             assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed, "case {n}");
@@ -1568,7 +1594,7 @@ mod tests {
 
     #[test]
     fn empty_seed_before_formation_bootstraps_on_the_operators_word() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.operator = op(true, None, None);
         i.live = Answer::NoAnswer("connection refused".into());
         assert_eq!(verdict(&i), Verdict::Bootstrap);
@@ -1576,7 +1602,7 @@ mod tests {
 
     #[test]
     fn empty_added_member_never_started_joins() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         assert_eq!(verdict(&i), Verdict::Join);
         i.operator = op(false, None, Some(9));
@@ -1588,7 +1614,7 @@ mod tests {
     fn a_join_needs_the_leader_and_half_the_voters_heard_and_one_cluster() {
         let unstarted = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         for allow in [false, true] {
-            let mut i = inputs(DirState::Empty);
+            let mut i = inputs(Dir::Empty);
             i.allow_bootstrap_without_evidence = allow;
             i.live = altered(unstarted.clone(), |l| l.majority_heard = false);
             let d = decide(&i);
@@ -1611,7 +1637,7 @@ mod tests {
     fn endpoints_of_different_clusters_never_let_an_empty_seed_bootstrap() {
         // The operator records nothing yet (its word alone would bootstrap);
         // a live cluster answered, whichever: the seed must not bootstrap.
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.operator = op(true, None, None);
         i.allow_bootstrap_without_evidence = true;
@@ -1660,7 +1686,7 @@ mod tests {
     fn a_readded_member_joins_even_with_its_old_recorded_id() {
         // Remedy path: remove + re-add gives a new ID; the old one in the operator
         // record and the frozen env must not block the fresh join.
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         i.operator = op(false, Some(1), Some(9));
         i.hint_member_id = Some(MemberId::new(1));
@@ -1676,7 +1702,7 @@ mod tests {
     fn a_readded_seed_with_its_self_only_initial_cluster_cannot_join() {
         // The seed's Pod keeps its frozen flags: with an --initial-cluster naming
         // only itself, etcd would bootstrap again (=new) or fail (=existing).
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.live = live(9, &[(2, "m0", "http://m0:2380", true), (7, "", ME, false)]);
         for operator in [op(true, Some(1), Some(9)), Answer::NotConfigured] {
@@ -1692,7 +1718,7 @@ mod tests {
         let old = (2, "m1", "http://old-m1:2380", true);
         let new = (7, "", ME, false);
         for members in [[old, new], [new, old]] {
-            let mut i = inputs(DirState::Empty);
+            let mut i = inputs(Dir::Empty);
             i.live = live(9, &members);
             assert_eq!(verdict(&i), Verdict::RefuseEmptyFormed, "{members:?}");
         }
@@ -1700,14 +1726,14 @@ mod tests {
 
     #[test]
     fn empty_member_missing_from_the_live_list_is_not_started() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.live = live(9, &[(2, "m0", "http://m0:2380", true)]);
         assert_eq!(verdict(&i), Verdict::PhaseUnknown);
     }
 
     #[test]
     fn empty_with_no_answer_fails_closed() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.live = Answer::NoAnswer("deadline exceeded".into());
         i.operator = Answer::NoAnswer("403 forbidden".into());
         let d = decide(&i);
@@ -1724,7 +1750,7 @@ mod tests {
 
     #[test]
     fn the_escape_hatch_bootstraps_only_when_nothing_answered() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.allow_bootstrap_without_evidence = true;
         assert_eq!(verdict(&i), Verdict::Bootstrap);
@@ -1742,7 +1768,7 @@ mod tests {
                 "timed out",
                 "malformed",
             ] {
-                let mut i = inputs(DirState::Empty);
+                let mut i = inputs(Dir::Empty);
                 i.me = me.clone();
                 i.operator = Answer::NoAnswer(fault.into());
                 i.live = Answer::NoAnswer("connection refused".into());
@@ -1770,7 +1796,7 @@ mod tests {
     #[test]
     fn row_5c_refuses_a_version_that_would_panic_only_where_the_directory_is_this_members() {
         let mut i = initialized(1, 9);
-        i.dir.upgrade = Some(blocked_check(true));
+        rec(&mut i).upgrade = Some(blocked_check(true));
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -1788,13 +1814,13 @@ mod tests {
         foreign.operator = op(true, Some(2), None);
         assert_eq!(row(&foreign), Row::Foreign);
         // An empty directory has nothing to upgrade.
-        let mut empty = inputs(DirState::Empty);
+        let mut empty = inputs(Dir::Empty);
         empty.me = seed_me();
-        empty.dir.upgrade = Some(blocked_check(true));
+        // (`Dir::Empty` carries no upgrade check: the type has no room for one.)
         empty.allow_bootstrap_without_evidence = true;
         assert_eq!(row(&empty), Row::AllowedWithoutEvidence);
         // A finding etcd starts with is a warning, never a refusal.
-        i.dir.upgrade = Some(blocked_check(false));
+        rec(&mut i).upgrade = Some(blocked_check(false));
         let d = decide(&i);
         assert_eq!((d.verdict, d.row), (Verdict::Start, Row::Start), "{d:?}");
         assert!(
@@ -1877,7 +1903,7 @@ mod tests {
         // etcd re-created the WAL with the old ID and no entry: the live list
         // shows the member started, so its data is gone.
         let mut i = initialized(1, 9);
-        i.dir.empty_log = true;
+        rec(&mut i).empty_log = true;
         i.live = live(9, &[(1, "m1", ME, true), (2, "m0", M0, true)]);
         let d = decide(&i);
         assert_eq!(
@@ -1888,12 +1914,12 @@ mod tests {
         assert_eq!(d.verdict.exit().code(), 10);
         // Any one source that says it started refuses, as for an empty dir.
         let mut i = initialized(1, 9);
-        i.dir.empty_log = true;
+        rec(&mut i).empty_log = true;
         i.operator = op(false, Some(1), Some(9));
         assert_eq!(row(&i), Row::EmptyLogFormed);
         // Nobody answers: not known, fails closed.
         let mut i = initialized(1, 9);
-        i.dir.empty_log = true;
+        rec(&mut i).empty_log = true;
         assert_eq!(row(&i), Row::NoEvidence);
         // The live list has it added but never started: a first start that
         // ended before its first entry; etcd may start on its WAL.
@@ -1908,7 +1934,7 @@ mod tests {
 
     #[test]
     fn regression_an_earlier_pod_of_the_seed_never_bootstraps() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.me.pod_uid = Some("pod-2".into());
         i.operator = Answer::Answered(OperatorFacts {
@@ -1994,7 +2020,7 @@ mod tests {
         // Another address for the same member (localhost for its IP): the name
         // and the live list agree: start, with a warning.
         let mut i = initialized(1, 9);
-        i.dir.recorded_name = Some("m1".into());
+        rec(&mut i).recorded_name = Some("m1".into());
         i.me.peer_urls = vec!["http://localhost:2380".into()];
         i.live = live(9, &[(1, "m1", ME, true)]);
         let d = decide(&i);
@@ -2004,18 +2030,20 @@ mod tests {
             "{d:?}"
         );
         // Another member's directory: the names differ.
-        i.dir.recorded_name = Some("m2".into());
+        rec(&mut i).recorded_name = Some("m2".into());
         assert_eq!(row(&i), Row::Foreign);
         // The live list has the directory's member under another name.
-        i.dir.recorded_name = Some("m1".into());
+        rec(&mut i).recorded_name = Some("m1".into());
         i.live = live(9, &[(1, "m2", ME, true)]);
         assert_eq!(row(&i), Row::Foreign);
     }
 
     #[test]
     fn regression_a_symlinked_wal_dir_is_a_configuration_matter() {
-        let mut i = inputs(DirState::Unreadable);
-        i.dir.symlinked = Some("/var/lib/etcd/member/wal".into());
+        let i = inputs(Dir::Unreadable {
+            problem: String::new(),
+            symlinked: Some("/var/lib/etcd/member/wal".into()),
+        });
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2029,9 +2057,9 @@ mod tests {
     /// The directory of member 1 in a cluster that also has 2 and 3.
     fn member_of_three() -> Inputs {
         let mut i = initialized(1, 9);
-        i.dir.recorded_name = Some("m1".into());
-        i.dir.recorded_members = vec![MemberId::new(1), MemberId::new(2), MemberId::new(3)];
-        i.dir.term = 3;
+        rec(&mut i).recorded_name = Some("m1".into());
+        rec(&mut i).recorded_members = vec![MemberId::new(1), MemberId::new(2), MemberId::new(3)];
+        rec(&mut i).term = 3;
         i
     }
 
@@ -2064,7 +2092,7 @@ mod tests {
         // The seed's directory knows only itself; the cluster of its ID has
         // two more started members.
         let mut i = initialized(1, 9);
-        i.dir.recorded_members = vec![MemberId::new(1)];
+        rec(&mut i).recorded_members = vec![MemberId::new(1)];
         i.live = live(
             9,
             &[
@@ -2087,8 +2115,8 @@ mod tests {
     #[test]
     fn regression_a_dir_recording_its_own_removal_is_refused_without_any_peer() {
         let mut i = member_of_three();
-        i.dir.self_removed = true;
-        i.dir.removed_ids = vec![MemberId::new(1)];
+        rec(&mut i).self_removed = true;
+        rec(&mut i).removed_ids = vec![MemberId::new(1)];
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2102,7 +2130,7 @@ mod tests {
         // Removed as 4, re-added as 1: the directory records 4's removal and
         // its own member as this one; no peer answers (quorum loss).
         let mut i = member_of_three();
-        i.dir.removed_ids = vec![MemberId::new(4)];
+        rec(&mut i).removed_ids = vec![MemberId::new(4)];
         i.operator = op(false, Some(4), Some(9));
         i.hint_member_id = Some(MemberId::new(4));
         let d = decide(&i);
@@ -2131,7 +2159,7 @@ mod tests {
             member_id: MemberId::new(1),
             cluster_id: ClusterId::new(2),
         });
-        i.dir.added_with_peer_urls = Some(old);
+        rec(&mut i).added_with_peer_urls = Some(old);
         assert_eq!(row(&i), Row::Start);
         // Another token (an earlier incarnation): refused.
         i.me.token = Some("another".into());
@@ -2159,7 +2187,7 @@ mod tests {
         let mut i = initialized(founders[1].id.get(), cluster.get());
         i.me.derived = None;
         i.me.token = Some("ns-etcd-uid-2".into());
-        i.dir.formation = founders.clone();
+        rec(&mut i).formation = founders.clone();
         let d = decide(&i);
         assert_eq!(
             (d.verdict, d.row),
@@ -2176,14 +2204,14 @@ mod tests {
         i.me.token = None;
         assert_eq!(row(&i), Row::Start);
         i.me.token = Some("ns-etcd-uid-2".into());
-        i.dir.formation.clear();
+        rec(&mut i).formation.clear();
         assert_eq!(row(&i), Row::Start);
         // A source vouching for the directory's IDs wins (the token in the
         // flags changed after the cluster formed; etcd ignores it then).
-        i.dir.formation = founders;
+        rec(&mut i).formation = founders;
         i.live = live(
             cluster.get(),
-            &[(i.dir.member_id.unwrap_or_default().get(), "m1", ME, true)],
+            &[(rec(&mut i).member_id.get(), "m1", ME, true)],
         );
         assert_eq!(row(&i), Row::Start);
         // Said as a warning while a source vouches, so a wrong token shows
@@ -2214,7 +2242,7 @@ mod tests {
         i.me.derived = None;
         i.me.token = Some("etcd-cluster".into());
         i.me.token_given = false;
-        i.dir.formation = vec![seed];
+        rec(&mut i).formation = vec![seed];
         let d = decide(&i);
         assert_eq!(d.row, Row::Start, "{d:?}");
         assert!(
@@ -2246,7 +2274,8 @@ mod tests {
         i.operator = Answer::NotConfigured;
         // The directory's own member a founder: its ID came from a token, and
         // not from this one, whether given or etcd's default.
-        i.dir.member_id = Some(i.dir.formation[0].id);
+        let founder = rec(&mut i).formation[0].id;
+        rec(&mut i).member_id = founder;
         i.me.token = Some("etcd-cluster".into());
         i.me.token_given = false;
         assert_eq!(row(&i), Row::ForeignFormation);
@@ -2266,7 +2295,7 @@ mod tests {
     fn regression_the_pr_355_window_a_witness_lease_refuses_the_empty_seed() {
         // The seed formed the cluster and its sidecar wrote the Lease; the
         // operator latched nothing yet; the volume was wiped.
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.operator = op(true, None, None);
         i.witness = Answer::Answered(None);
@@ -2297,7 +2326,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_witness_never_lets_the_seed_bootstrap_on_the_operators_word() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.me = seed_me();
         i.operator = op(true, None, None);
         i.witness = Answer::NoAnswer("forbidden".into());
@@ -2338,7 +2367,7 @@ mod tests {
 
     #[test]
     fn a_readded_member_joins_despite_the_witness_of_its_old_id() {
-        let mut i = inputs(DirState::Empty);
+        let mut i = inputs(Dir::Empty);
         i.witness = witness(0xa, 0xc);
         i.live = live(0xc, &[(0xb, "", ME, false), (0x9, "m0", M0, true)]);
         assert_eq!(decide(&i).verdict, Verdict::Join);

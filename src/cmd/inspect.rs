@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::cli::InspectArgs;
-use crate::disk::layout::DirState;
-use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::layout::{self, BackendRead, DirKind, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::upgrade::{self, UpgradeCheck};
 use crate::exit::Exit;
@@ -24,9 +23,9 @@ pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
         },
     );
     tracing::info!(
-        state = ?report.state,
-        member_id = report.member_id.map(|id| id.to_string()),
-        cluster_id = report.cluster_id.map(|id| id.to_string()),
+        state = %report.kind(),
+        member_id = report.member_id().map(|id| id.to_string()),
+        cluster_id = report.cluster_id().map(|id| id.to_string()),
         running = report.running,
         "inspected data dir"
     );
@@ -90,23 +89,19 @@ pub fn upgrade_summary(c: &UpgradeCheck) -> String {
 
 /// The exit code of an inspection: 0 empty or initialized; 12 corrupt; 13 partial; 3 unreadable.
 pub fn exit_for(report: &Inspection) -> Exit {
-    match report.state {
-        DirState::Empty | DirState::Initialized => Exit::Ok,
-        DirState::Corrupt => Exit::RefuseCorrupt,
-        DirState::Partial => Exit::RefusePartial,
-        DirState::Unreadable => Exit::Unreadable,
+    match report.kind() {
+        DirKind::Empty | DirKind::Initialized => Exit::Ok,
+        DirKind::Corrupt => Exit::RefuseCorrupt,
+        DirKind::Partial => Exit::RefusePartial,
+        DirKind::Unreadable => Exit::Unreadable,
     }
 }
 
 /// The human summary printed on stderr.
 pub fn summary(r: &Inspection) -> String {
     let mut s = String::new();
-    let state = serde_json::to_value(r.state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let _ = writeln!(s, "data dir {}: {state}", r.paths.data_dir.display());
-    if let Some(p) = &r.problem {
+    let _ = writeln!(s, "data dir {}: {}", r.paths.data_dir.display(), r.kind());
+    if let Some(p) = r.problem() {
         let _ = write!(s, "  problem: {}", p.message);
         if let Some(path) = &p.path {
             let _ = write!(s, " ({}", path.display());
@@ -117,24 +112,23 @@ pub fn summary(r: &Inspection) -> String {
         }
         s.push('\n');
     }
-    if let (Some(m), Some(c)) = (r.member_id, r.cluster_id) {
-        let _ = writeln!(s, "  member {} of cluster {}", m, c);
-    }
-    if let Some(hs) = &r.hard_state {
+    if let Some(log) = r.log() {
+        let hs = &log.hard_state;
+        let _ = writeln!(
+            s,
+            "  member {} of cluster {}",
+            log.member_id, log.cluster_id
+        );
         let _ = writeln!(
             s,
             "  term {} commit {} vote {}; last entry {} (term {})",
-            hs.term,
-            hs.commit,
-            hs.vote,
-            r.last_index.unwrap_or(0),
-            r.last_term.unwrap_or(0)
+            hs.term, hs.commit, hs.vote, log.last_index, log.last_term
         );
     }
-    if let Some(snap) = r.snapshot {
+    if let Some(snap) = r.snapshot() {
         let _ = writeln!(s, "  snapshot index {} term {}", snap.index, snap.term);
     }
-    if let Some(w) = &r.wal {
+    if let Some(w) = r.log().map(|l| &l.wal) {
         let _ = writeln!(
             s,
             "  wal: {} segment(s), {} record(s)",
@@ -145,35 +139,43 @@ pub fn summary(r: &Inspection) -> String {
             let _ = writeln!(s, "  torn tail (etcd repairs it on start): {}", t.message);
         }
     }
-    if let Some(b) = &r.backend {
-        let _ = writeln!(
-            s,
-            "  backend: {} bytes ({} in use), consistent index {}, {} member(s)",
-            b.logical_size,
-            b.size_in_use.unwrap_or(0),
-            b.consistent_index.unwrap_or(0),
-            b.members.len()
-        );
-        let _ = writeln!(
-            s,
-            "  storage version: {} (from {})",
-            b.storage_version
-                .as_deref()
-                .unwrap_or("unknown (3.4 or older)"),
-            b.storage_version_source
-        );
+    let Some(member) = r.initialized() else {
+        return tail(s, r);
+    };
+    match &member.backend {
+        BackendRead::Read {
+            summary: b,
+            kv_hash,
+        } => {
+            let _ = writeln!(
+                s,
+                "  backend: {} bytes ({} in use), consistent index {}, {} member(s)",
+                b.logical_size,
+                b.size_in_use.unwrap_or(0),
+                b.consistent_index.unwrap_or(0),
+                b.members.len()
+            );
+            let _ = writeln!(
+                s,
+                "  storage version: {} (from {})",
+                b.storage_version
+                    .as_deref()
+                    .unwrap_or("unknown (3.4 or older)"),
+                b.storage_version_source
+            );
+            if let Some(h) = kv_hash {
+                let _ = writeln!(
+                    s,
+                    "  kv hash {} revision {} keys {}",
+                    h.hash, h.revision, h.total_key
+                );
+            }
+        }
+        BackendRead::Unread(why) => {
+            let _ = writeln!(s, "  backend not read: {why}");
+        }
     }
-    if let Some(why) = &r.backend_unread {
-        let _ = writeln!(s, "  backend not read: {why}");
-    }
-    if let Some(h) = &r.kv_hash {
-        let _ = writeln!(
-            s,
-            "  kv hash {} revision {} keys {}",
-            h.hash, h.revision, h.total_key
-        );
-    }
-    for m in &r.membership {
+    for m in &member.membership {
         let _ = writeln!(
             s,
             "  recorded member {} {} {} ({})",
@@ -183,6 +185,11 @@ pub fn summary(r: &Inspection) -> String {
             m.source
         );
     }
+    tail(s, r)
+}
+
+/// The lines every state ends with: locks and debris.
+fn tail(mut s: String, r: &Inspection) -> String {
     if r.running {
         let _ = writeln!(s, "  RUNNING: an etcd process holds this data dir's locks");
     }

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids::{self, ClusterId, HexIdError, MemberId};
-use crate::disk::layout::{self, Inspection, Options, Paths};
+use crate::disk::layout::{self, DirKind, DirState, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::upgrade::{self, Target, UpgradeCheck};
 use crate::disk::wal;
@@ -25,8 +25,8 @@ use crate::evidence::{self, etcd as live_src, kube as kube_src, lease as witness
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, write_termination_message};
 use crate::verdict::{
-    self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row, SelfFacts,
-    Verdict, WitnessFacts,
+    self, Answer, Decision, Dir, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row,
+    SelfFacts, Verdict, WitnessFacts,
 };
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
@@ -561,10 +561,8 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             ),
         };
         // The network only matters when the directory does not decide on its own.
-        let needs_network = matches!(
-            dir.state,
-            crate::disk::layout::DirState::Empty | crate::disk::layout::DirState::Initialized
-        ) && !dir.running;
+        let needs_network =
+            matches!(dir.kind(), DirKind::Empty | DirKind::Initialized) && !dir.running;
         let gathered = match (needs_network, early) {
             (false, _) => None,
             (true, Some(g)) => Some(g),
@@ -583,7 +581,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
 
     // The upgrade check, for an initialized directory nothing else refuses yet.
     let mut version_warning = None;
-    let upgrade_check = if dir.state == crate::disk::layout::DirState::Initialized && !dir.running {
+    let upgrade_check = if dir.kind() == DirKind::Initialized && !dir.running {
         let budget = deadline.saturating_duration_since(Instant::now());
         let image = gathered.as_ref().and_then(|g| g.etcd_image.as_ref());
         match etcd_about_to_start(cfg, budget, image) {
@@ -626,24 +624,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     } else {
         None
     };
-    let dir_facts = DirFacts {
-        upgrade: upgrade_check.clone(),
-        state: Some(dir.state),
-        running: dir.running,
-        member_id: dir.member_id,
-        cluster_id: dir.cluster_id,
-        recorded_peer_urls: dir.self_peer_urls.clone(),
-        recorded_name: dir.self_name.clone(),
-        empty_log: dir.empty_log,
-        recorded_members: dir.membership.iter().map(|m| m.id).collect(),
-        removed_ids: dir.removed_ids.clone(),
-        self_removed: dir.self_removed,
-        added_with_peer_urls: dir.added_with_peer_urls.clone(),
-        formation: dir.formation.clone(),
-        term: dir.hard_state.map_or(0, |h| h.term),
-        symlinked: dir.symlinked.as_ref().map(|p| p.display().to_string()),
-        problem: dir.problem.as_ref().map(|p| p.message.clone()),
-    };
+    let dir_facts = dir_facts(&dir, upgrade_check.clone());
     let Gathered {
         live,
         operator,
@@ -707,12 +688,12 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     };
     let dir_entry = EvidenceEntry {
         source: Source::DataDir,
-        answered: !matches!(dir.state, crate::disk::layout::DirState::Unreadable),
-        error: dir.problem.as_ref().map(|p| p.message.clone()),
+        answered: dir.kind() != DirKind::Unreadable,
+        error: dir.problem().map(|p| p.message.clone()),
         said: json!({
-            "state": dir.state,
-            "member_id": dir.member_id.map(|id| id.to_string()),
-            "cluster_id": dir.cluster_id.map(|id| id.to_string()),
+            "state": dir.kind(),
+            "member_id": dir.member_id().map(|id| id.to_string()),
+            "cluster_id": dir.cluster_id().map(|id| id.to_string()),
             "running": dir.running,
         }),
         elapsed_ms: dir_elapsed.as_millis() as u64,
@@ -1055,14 +1036,46 @@ fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> crate::error::R
     })
 }
 
+/// The decision's view of the inspected directory.
+fn dir_facts(dir: &Inspection, upgrade: Option<upgrade::UpgradeCheck>) -> DirFacts {
+    let problem = |f: &layout::Failure| f.problem.message.clone();
+    let state = match &dir.state {
+        DirState::Empty => Dir::Empty,
+        DirState::Initialized(m) => Dir::Initialized(Box::new(verdict::Recorded {
+            member_id: m.log.member_id,
+            cluster_id: m.log.cluster_id,
+            recorded_peer_urls: m.self_peer_urls.clone(),
+            recorded_name: m.self_name.clone(),
+            empty_log: m.empty_log,
+            recorded_members: m.membership.iter().map(|r| r.id).collect(),
+            removed_ids: m.removed_ids.clone(),
+            self_removed: m.self_removed,
+            added_with_peer_urls: m.added_with_peer_urls.clone(),
+            formation: m.formation.clone(),
+            term: m.log.hard_state.term,
+            upgrade,
+        })),
+        DirState::Partial(f) => Dir::Partial(problem(f)),
+        DirState::Corrupt(f) => Dir::Corrupt(problem(f)),
+        DirState::Unreadable(f) => Dir::Unreadable {
+            problem: problem(f),
+            symlinked: f.symlinked.as_ref().map(|p| p.display().to_string()),
+        },
+    };
+    DirFacts {
+        state,
+        running: dir.running,
+    }
+}
+
 /// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
 pub fn termination_message(report: &PreflightReport) -> String {
     fitted_message(
         json!(report.verdict),
         report.exit_code,
         [
-            report.data_dir.member_id.map(|id| id.to_string()),
-            report.data_dir.cluster_id.map(|id| id.to_string()),
+            report.data_dir.member_id().map(|id| id.to_string()),
+            report.data_dir.cluster_id().map(|id| id.to_string()),
         ],
         &report.reason,
         &report.remedy,

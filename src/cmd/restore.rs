@@ -49,7 +49,7 @@ use super::preflight::{self, EvidenceEntry};
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::bbolt::BoltError;
 use crate::disk::ids::{self, ClusterId, MemberId};
-use crate::disk::layout::{self, DirState, Inspection, Options, Paths};
+use crate::disk::layout::{self, DirKind, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::error::Error;
 use crate::evidence::Source;
@@ -897,7 +897,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
                     Options::default(),
                 ));
             }
-            let (m, c) = (pre.data_dir.member_id, pre.data_dir.cluster_id);
+            let (m, c) = (pre.data_dir.member_id(), pre.data_dir.cluster_id());
             if m != Some(p.expected.member_id) || c != Some(p.expected.cluster_id) {
                 return Err(Halt::NotThisRestore {
                     member: m,
@@ -1041,7 +1041,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
                 remedy: "stop the other etcd on this volume (two writers corrupt it), then run restore again".into(),
             }));
         }
-        if now.state == DirState::Empty {
+        if now.kind() == DirKind::Empty {
             stage::set_aside(&data_paths.member_dir, &staging.root.join("debris-member"))
                 .map_err(|e| cleanup(e.into()))?;
             r.notes.push(format!(
@@ -1601,7 +1601,7 @@ mod tests {
         std::fs::write(staging.restored().join("member/snap/db"), b"x").unwrap();
         std::fs::write(staging.snapshot(), b"partial").unwrap();
         let ins = layout::inspect(&Paths::new(dir.path(), None), Options::default());
-        assert_eq!(ins.state, crate::disk::layout::DirState::Empty);
+        assert_eq!(ins.kind(), crate::disk::layout::DirKind::Empty);
         let entry = ins
             .unexpected
             .iter()

@@ -21,9 +21,11 @@ use super::v2req::V2Replay;
 use super::wal::{self, Wal, WalError};
 use crate::disk::ids::{ClusterId, MemberId};
 
-/// What the directory looks like, as the inspector classified it.
+/// The classification alone, without what can be known in it: the one spelling
+/// of each state in every report (`inspect -o json`, the verdict file, the
+/// sidecar's identity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirState {
+pub enum DirKind {
     /// No WAL and nothing etcd wrote.
     Empty,
     /// A readable WAL with metadata.
@@ -36,17 +38,67 @@ pub enum DirState {
     Unreadable,
 }
 
-impl DirState {
-    /// The name in every report (`inspect -o json`, the verdict file, the
-    /// sidecar's identity): the one spelling of each state.
+impl DirKind {
+    /// The name in every report.
     pub const fn name(self) -> &'static str {
         match self {
-            DirState::Empty => "empty",
-            DirState::Initialized => "initialized",
-            DirState::Partial => "partial",
-            DirState::Corrupt => "corrupt",
-            DirState::Unreadable => "unreadable",
+            DirKind::Empty => "empty",
+            DirKind::Initialized => "initialized",
+            DirKind::Partial => "partial",
+            DirKind::Corrupt => "corrupt",
+            DirKind::Unreadable => "unreadable",
         }
+    }
+}
+
+impl std::fmt::Display for DirKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for DirKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// What the directory is, with what can be known of it in that state and
+/// nothing that cannot: an initialized directory always has its WAL's
+/// identity, raft state, start snapshot and membership; a directory that
+/// failed always has its problem, and the WAL's identity only when the WAL was
+/// read whole before something else failed.
+#[derive(Debug, Clone)]
+pub enum DirState {
+    /// No WAL and nothing etcd wrote (what etcd tolerates is in
+    /// [`Inspection::unexpected`]).
+    Empty,
+    /// A readable WAL with metadata, its start snapshot and its backend.
+    Initialized(Box<Initialized>),
+    /// Something etcd wrote, but not a complete member.
+    Partial(Box<Failure>),
+    /// A WAL or backend that fails its checks.
+    Corrupt(Box<Failure>),
+    /// Could not be read (permissions, I/O errors, a volume that hangs, a
+    /// symlink where etcd expects a directory).
+    Unreadable(Box<Failure>),
+}
+
+impl DirState {
+    /// The classification alone.
+    pub const fn kind(&self) -> DirKind {
+        match self {
+            DirState::Empty => DirKind::Empty,
+            DirState::Initialized(_) => DirKind::Initialized,
+            DirState::Partial(_) => DirKind::Partial,
+            DirState::Corrupt(_) => DirKind::Corrupt,
+            DirState::Unreadable(_) => DirKind::Unreadable,
+        }
+    }
+
+    /// The name in every report.
+    pub const fn name(&self) -> &'static str {
+        self.kind().name()
     }
 }
 
@@ -56,9 +108,173 @@ impl std::fmt::Display for DirState {
     }
 }
 
-impl Serialize for DirState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
+/// The three ways a read can fail, each a [`DirState`] with a [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Partial,
+    Corrupt,
+    Unreadable,
+}
+
+/// Why a directory is partial, corrupt or unreadable, and what was read of it
+/// before.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// What is wrong, with where.
+    pub problem: Problem,
+    /// The WAL, when it was read whole before something after it failed (a
+    /// missing `.snap` or db, a corrupt backend).
+    pub log: Option<Log>,
+    /// The snapshot etcd would start from, when it was settled before the
+    /// failure (the backend's checks come after it).
+    pub snapshot: Option<SnapshotPoint>,
+    /// A symlink inside the data dir where etcd expects a directory
+    /// (`member/wal`, `member/snap`): not followed, so not read — a
+    /// configuration matter (`--wal-dir`), not damage.
+    pub symlinked: Option<PathBuf>,
+}
+
+/// What the WAL says: the member's identity and raft state.
+#[derive(Debug, Clone)]
+pub struct Log {
+    /// Member ID from the WAL metadata.
+    pub member_id: MemberId,
+    /// Cluster ID from the WAL metadata.
+    pub cluster_id: ClusterId,
+    /// The last HardState.
+    pub hard_state: HardState,
+    /// Index of the last entry.
+    pub last_index: u64,
+    /// Term of the last entry.
+    pub last_term: u64,
+    /// Segments and records.
+    pub wal: WalFacts,
+}
+
+/// The backend as the report has it.
+#[derive(Debug, Clone)]
+// It lives inside the boxed [`Initialized`]: one per report, so its size is no cost.
+#[allow(clippy::large_enum_variant)]
+pub enum BackendRead {
+    /// Read from the meta chosen at open.
+    Read {
+        /// The summary of the etcd schema.
+        summary: Backend,
+        /// `--hash`: what `etcdutl snapshot status` prints for the db.
+        kv_hash: Option<KvHash>,
+    },
+    /// Left out: a running etcd kept committing to it while it was read (not
+    /// corruption; the WAL decides). The sentence says so.
+    Unread(String),
+}
+
+/// Everything an initialized directory records of its member.
+#[derive(Debug, Clone)]
+pub struct Initialized {
+    /// The WAL's identity and raft state.
+    pub log: Log,
+    /// The snapshot etcd starts from: up to 3.6 the newest WAL snapshot record
+    /// at or below the commit that has its `.snap` file; from 3.7 (by the
+    /// storage version) the newest such record, `.snap` or not. Index 0 when
+    /// there is none.
+    pub snapshot: SnapshotPoint,
+    /// The bbolt backend.
+    pub backend: BackendRead,
+    /// The membership the directory records (latest record per member).
+    pub membership: Vec<RecordedMember>,
+    /// The peer URLs the directory records for its own member ID.
+    pub self_peer_urls: Option<Vec<String>>,
+    /// The name the directory records for its own member ID (absent for a
+    /// member that never published one).
+    pub self_name: Option<String>,
+    /// The directory records its own member's removal (`members_removed`, a
+    /// RemoveNode entry): etcd exits on it ("the member has been permanently
+    /// removed").
+    pub self_removed: bool,
+    /// Member IDs the directory records as removed.
+    pub removed_ids: Vec<MemberId>,
+    /// The peer URLs of the WAL's own entry adding its member (the bootstrap
+    /// entry, for a member that bootstrapped), while the WAL still holds it.
+    pub added_with_peer_urls: Option<Vec<String>>,
+    /// The WAL holds no entry and no snapshot: initialized as far as etcd's
+    /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
+    /// WAL when it starts on a wiped directory).
+    pub empty_log: bool,
+    /// How the directory's cluster was formed, while the WAL still holds it:
+    /// the members of its bootstrap (or restore) entries, the `AddNode`
+    /// changes at indexes 1, 2, … of term 1, when their IDs hash to the WAL's
+    /// cluster ID (so they are the whole founding set). etcd gave each of them
+    /// `sha1(sorted peer URLs + --initial-cluster-token)`: the token the
+    /// cluster was formed with can be checked against this member's flags,
+    /// whatever its own ID (a member added later has a random one).
+    pub formation: Vec<FoundingMember>,
+    /// The v2 requests etcd replays from the WAL when it starts (after the start
+    /// snapshot): what 3.6 and 3.7 refuse (see [`super::v2req`]).
+    pub v2_replay: V2Replay,
+    /// The cluster version (`/0/version`) in the `.snap` etcd loads.
+    pub snap_cluster_version: Option<String>,
+    /// Each member of that `.snap` and whether it is a learner there.
+    pub snap_member_roles: Vec<(MemberId, bool)>,
+    /// Top-level v2 store nodes with custom content in the `.snap` etcd loads
+    /// (3.6 refuses them).
+    pub v2_custom: Vec<String>,
+    /// Members whose learner flag in the backend's `members` bucket disagrees
+    /// with the membership of the `.snap` and the WAL after it (etcd 3.5.1–3.5.19
+    /// never persisted a learner's promotion to the backend, etcd #19557).
+    pub learner_flag_stale: Vec<MemberId>,
+}
+
+#[cfg(test)]
+impl Initialized {
+    /// An initialized directory's member that records nothing (unit tests).
+    pub(crate) fn blank() -> Initialized {
+        Initialized {
+            log: Log {
+                member_id: MemberId::default(),
+                cluster_id: ClusterId::default(),
+                hard_state: HardState::default(),
+                last_index: 0,
+                last_term: 0,
+                wal: WalFacts {
+                    segments: Vec::new(),
+                    records: 0,
+                    torn_tail: None,
+                },
+            },
+            snapshot: SnapshotPoint { index: 0, term: 0 },
+            backend: BackendRead::Unread(String::new()),
+            membership: Vec::new(),
+            self_peer_urls: None,
+            self_name: None,
+            self_removed: false,
+            removed_ids: Vec::new(),
+            added_with_peer_urls: None,
+            empty_log: false,
+            formation: Vec::new(),
+            v2_replay: V2Replay::default(),
+            snap_cluster_version: None,
+            snap_member_roles: Vec::new(),
+            v2_custom: Vec::new(),
+            learner_flag_stale: Vec::new(),
+        }
+    }
+}
+
+impl Initialized {
+    /// The backend's summary, unless it was left out.
+    pub fn backend(&self) -> Option<&Backend> {
+        match &self.backend {
+            BackendRead::Read { summary, .. } => Some(summary),
+            BackendRead::Unread(_) => None,
+        }
+    }
+
+    /// The KV hash, when `--hash` asked for it and the backend was read.
+    pub fn kv_hash(&self) -> Option<&KvHash> {
+        match &self.backend {
+            BackendRead::Read { kv_hash, .. } => kv_hash.as_ref(),
+            BackendRead::Unread(_) => None,
+        }
     }
 }
 
@@ -181,153 +397,224 @@ pub struct SegmentFacts {
 }
 
 /// The whole offline report of a data directory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Inspection {
-    /// The classification.
-    pub state: DirState,
     /// The directories looked at.
     pub paths: Paths,
-    /// Member ID from the WAL metadata.
-    pub member_id: Option<MemberId>,
-    /// Cluster ID from the WAL metadata.
-    pub cluster_id: Option<ClusterId>,
-    /// The last HardState.
-    pub hard_state: Option<HardState>,
-    /// Index of the last entry.
-    pub last_index: Option<u64>,
-    /// Term of the last entry.
-    pub last_term: Option<u64>,
-    /// The snapshot etcd starts from: up to 3.6 the newest WAL snapshot record at
-    /// or below the commit that has its `.snap` file; from 3.7 (by the storage
-    /// version) the newest such record, `.snap` or not.
-    pub snapshot: Option<SnapshotPoint>,
-    /// WAL details.
-    pub wal: Option<WalFacts>,
-    /// `.snap` files present.
+    /// The classification, with what can be known of the directory in it.
+    pub state: DirState,
+    /// `.snap` files present (listed once the WAL was read).
     pub snap_files: Vec<String>,
-    /// bbolt backend facts.
-    pub backend: Option<Backend>,
-    /// `--hash`: what `etcdutl snapshot status` prints for the db.
-    pub kv_hash: Option<KvHash>,
-    /// Why `backend` (and `kv_hash`) are missing although the db exists: a
-    /// running etcd kept committing to it while it was read. Not corruption.
-    pub backend_unread: Option<String>,
-    /// The membership the directory records (latest record per member).
-    pub membership: Vec<RecordedMember>,
-    /// The peer URLs the directory records for its own member ID.
-    pub self_peer_urls: Option<Vec<String>>,
-    /// The name the directory records for its own member ID (empty or absent
-    /// for a member that never published one).
-    pub self_name: Option<String>,
-    /// The directory records its own member's removal (`members_removed`, a
-    /// RemoveNode entry): etcd exits on it ("the member has been permanently
-    /// removed").
-    pub self_removed: bool,
-    /// Member IDs the directory records as removed.
-    pub removed_ids: Vec<MemberId>,
-    /// The peer URLs of the WAL's own entry adding its member (the bootstrap
-    /// entry, for a member that bootstrapped), while the WAL still holds it.
-    pub added_with_peer_urls: Option<Vec<String>>,
-    /// The WAL holds no entry and no snapshot: initialized as far as etcd's
-    /// `wal.Exist` is concerned, yet holding no data (etcd re-creates such a
-    /// WAL when it starts on a wiped directory).
-    pub empty_log: bool,
-    /// How the directory's cluster was formed, while the WAL still holds it:
-    /// the members of its bootstrap (or restore) entries, the `AddNode`
-    /// changes at indexes 1, 2, … of term 1, when their IDs hash to the WAL's
-    /// cluster ID (so they are the whole founding set). etcd gave each of them
-    /// `sha1(sorted peer URLs + --initial-cluster-token)`: the token the
-    /// cluster was formed with can be checked against this member's flags,
-    /// whatever its own ID (a member added later has a random one).
-    pub formation: Vec<FoundingMember>,
-    /// The v2 requests etcd replays from the WAL when it starts (after the start
-    /// snapshot): what 3.6 and 3.7 refuse (see [`super::v2req`]).
-    pub v2_replay: Option<V2Replay>,
-    /// The cluster version (`/0/version`) in the `.snap` etcd loads.
-    pub snap_cluster_version: Option<String>,
-    /// Each member of that `.snap` and whether it is a learner there.
-    #[serde(skip)]
-    pub snap_member_roles: Vec<(MemberId, bool)>,
-    /// Top-level v2 store nodes with custom content in the `.snap` etcd loads
-    /// (3.6 refuses them).
-    pub v2_custom: Vec<String>,
-    /// Members whose learner flag in the backend's `members` bucket disagrees
-    /// with the membership of the `.snap` and the WAL after it (etcd 3.5.1–3.5.19
-    /// never persisted a learner's promotion to the backend, etcd #19557).
-    pub learner_flag_stale: Vec<MemberId>,
-    /// A symlink inside the data dir where etcd expects a directory
-    /// (`member/wal`, `member/snap`): not followed, so not read — a
-    /// configuration matter (`--wal-dir`), not damage.
-    pub symlinked: Option<PathBuf>,
     /// An etcd process holds the WAL or backend locks.
     pub running: bool,
     /// The locks seen.
     pub locks: Vec<HeldLock>,
     /// Entries etcd tolerates or would not expect (reported, not fatal).
     pub unexpected: Vec<Entry>,
-    /// Why the state is partial, corrupt or unreadable.
-    pub problem: Option<Problem>,
 }
 
 impl Inspection {
-    fn new(paths: &Paths, state: DirState) -> Inspection {
+    fn new(paths: &Paths) -> Inspection {
         Inspection {
-            state,
             paths: paths.clone(),
-            member_id: None,
-            cluster_id: None,
-            hard_state: None,
-            last_index: None,
-            last_term: None,
-            snapshot: None,
-            wal: None,
+            state: DirState::Empty,
             snap_files: Vec::new(),
-            backend: None,
-            kv_hash: None,
-            backend_unread: None,
-            membership: Vec::new(),
-            self_peer_urls: None,
-            self_name: None,
-            self_removed: false,
-            removed_ids: Vec::new(),
-            added_with_peer_urls: None,
-            empty_log: false,
-            formation: Vec::new(),
-            v2_replay: None,
-            v2_custom: Vec::new(),
-            snap_cluster_version: None,
-            snap_member_roles: Vec::new(),
-            learner_flag_stale: Vec::new(),
-            symlinked: None,
             running: false,
             locks: Vec::new(),
             unexpected: Vec::new(),
-            problem: None,
         }
     }
 
+    /// The classification alone.
+    pub fn kind(&self) -> DirKind {
+        self.state.kind()
+    }
+
+    /// The member an initialized directory records.
+    pub fn initialized(&self) -> Option<&Initialized> {
+        match &self.state {
+            DirState::Initialized(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Why the directory is partial, corrupt or unreadable.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.state {
+            DirState::Partial(f) | DirState::Corrupt(f) | DirState::Unreadable(f) => Some(f),
+            DirState::Empty | DirState::Initialized(_) => None,
+        }
+    }
+
+    /// What is wrong, when something is.
+    pub fn problem(&self) -> Option<&Problem> {
+        self.failure().map(|f| &f.problem)
+    }
+
+    /// The WAL's identity and raft state: always for an initialized
+    /// directory, for a failed one when its WAL was read whole.
+    pub fn log(&self) -> Option<&Log> {
+        match &self.state {
+            DirState::Initialized(m) => Some(&m.log),
+            DirState::Partial(f) | DirState::Corrupt(f) | DirState::Unreadable(f) => f.log.as_ref(),
+            DirState::Empty => None,
+        }
+    }
+
+    /// The member ID the WAL records.
+    pub fn member_id(&self) -> Option<MemberId> {
+        self.log().map(|l| l.member_id)
+    }
+
+    /// The cluster ID the WAL records.
+    pub fn cluster_id(&self) -> Option<ClusterId> {
+        self.log().map(|l| l.cluster_id)
+    }
+
+    /// The snapshot etcd would start from, once settled.
+    pub fn snapshot(&self) -> Option<SnapshotPoint> {
+        match &self.state {
+            DirState::Initialized(m) => Some(m.snapshot),
+            DirState::Partial(f) | DirState::Corrupt(f) | DirState::Unreadable(f) => f.snapshot,
+            DirState::Empty => None,
+        }
+    }
+
+    /// The backend's summary, when it was read.
+    pub fn backend(&self) -> Option<&Backend> {
+        self.initialized().and_then(Initialized::backend)
+    }
+
+    /// The KV hash, when `--hash` asked for it and the backend was read.
+    pub fn kv_hash(&self) -> Option<&KvHash> {
+        self.initialized().and_then(Initialized::kv_hash)
+    }
+
+    /// Ends the read with a failure, before the WAL was read.
     fn fail(
-        mut self,
-        state: DirState,
+        self,
+        fault: Fault,
         message: String,
         path: Option<PathBuf>,
         offset: Option<u64>,
     ) -> Inspection {
-        self.state = state;
-        self.problem = Some(Problem {
-            message,
-            path,
-            offset,
+        self.fail_after(fault, message, path, offset, None, None)
+    }
+
+    /// Ends the read with a failure, keeping what was read before it.
+    fn fail_after(
+        mut self,
+        fault: Fault,
+        message: String,
+        path: Option<PathBuf>,
+        offset: Option<u64>,
+        log: Option<Log>,
+        snapshot: Option<SnapshotPoint>,
+    ) -> Inspection {
+        let failure = Box::new(Failure {
+            problem: Problem {
+                message,
+                path,
+                offset,
+            },
+            log,
+            snapshot,
+            symlinked: None,
         });
+        self.state = match fault {
+            Fault::Partial => DirState::Partial(failure),
+            Fault::Corrupt => DirState::Corrupt(failure),
+            Fault::Unreadable => DirState::Unreadable(failure),
+        };
         self
+    }
+}
+
+/// The report's JSON: one flat object whose fields are `null` or empty where
+/// the state has nothing to say (the shape `inspect -o json`, the verdict file
+/// and the restore report have always had).
+#[derive(Serialize)]
+struct Flat<'a> {
+    state: DirKind,
+    paths: &'a Paths,
+    member_id: Option<MemberId>,
+    cluster_id: Option<ClusterId>,
+    hard_state: Option<&'a HardState>,
+    last_index: Option<u64>,
+    last_term: Option<u64>,
+    snapshot: Option<SnapshotPoint>,
+    wal: Option<&'a WalFacts>,
+    snap_files: &'a [String],
+    backend: Option<&'a Backend>,
+    kv_hash: Option<&'a KvHash>,
+    backend_unread: Option<&'a str>,
+    membership: &'a [RecordedMember],
+    self_peer_urls: Option<&'a [String]>,
+    self_name: Option<&'a str>,
+    self_removed: bool,
+    removed_ids: &'a [MemberId],
+    added_with_peer_urls: Option<&'a [String]>,
+    empty_log: bool,
+    formation: &'a [FoundingMember],
+    v2_replay: Option<&'a V2Replay>,
+    snap_cluster_version: Option<&'a str>,
+    v2_custom: &'a [String],
+    learner_flag_stale: &'a [MemberId],
+    symlinked: Option<&'a Path>,
+    running: bool,
+    locks: &'a [HeldLock],
+    unexpected: &'a [Entry],
+    problem: Option<&'a Problem>,
+}
+
+impl Serialize for Inspection {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let log = self.log();
+        let m = self.initialized();
+        Flat {
+            state: self.kind(),
+            paths: &self.paths,
+            member_id: log.map(|l| l.member_id),
+            cluster_id: log.map(|l| l.cluster_id),
+            hard_state: log.map(|l| &l.hard_state),
+            last_index: log.map(|l| l.last_index),
+            last_term: log.map(|l| l.last_term),
+            snapshot: self.snapshot(),
+            wal: log.map(|l| &l.wal),
+            snap_files: &self.snap_files,
+            backend: self.backend(),
+            kv_hash: self.kv_hash(),
+            backend_unread: m.and_then(|m| match &m.backend {
+                BackendRead::Unread(why) => Some(why.as_str()),
+                BackendRead::Read { .. } => None,
+            }),
+            membership: m.map_or(&[], |m| &m.membership),
+            self_peer_urls: m.and_then(|m| m.self_peer_urls.as_deref()),
+            self_name: m.and_then(|m| m.self_name.as_deref()),
+            self_removed: m.is_some_and(|m| m.self_removed),
+            removed_ids: m.map_or(&[], |m| &m.removed_ids),
+            added_with_peer_urls: m.and_then(|m| m.added_with_peer_urls.as_deref()),
+            empty_log: m.is_some_and(|m| m.empty_log),
+            formation: m.map_or(&[], |m| &m.formation),
+            v2_replay: m.map(|m| &m.v2_replay),
+            snap_cluster_version: m.and_then(|m| m.snap_cluster_version.as_deref()),
+            v2_custom: m.map_or(&[], |m| &m.v2_custom),
+            learner_flag_stale: m.map_or(&[], |m| &m.learner_flag_stale),
+            symlinked: self.failure().and_then(|f| f.symlinked.as_deref()),
+            running: self.running,
+            locks: &self.locks,
+            unexpected: &self.unexpected,
+            problem: self.problem(),
+        }
+        .serialize(s)
     }
 }
 
 /// The report of a directory whose read did not finish within the budget
 /// (a volume that hangs): unreadable, never guessed.
 pub fn unanswered(paths: &Paths, waited: std::time::Duration) -> Inspection {
-    Inspection::new(paths, DirState::Unreadable).fail(
-        DirState::Unreadable,
+    Inspection::new(paths).fail(
+        Fault::Unreadable,
         format!(
             "reading {} did not finish within {} ms: the volume does not answer",
             paths.data_dir.display(),
@@ -401,15 +688,15 @@ pub fn wal_exists(paths: &Paths) -> bool {
     matches!(list_dir(&paths.wal_dir), Ok(Some(entries)) if entries.iter().any(|(n, _)| is_wal_segment(n)))
 }
 
-fn io_state(e: &io::Error) -> DirState {
+fn io_state(e: &io::Error) -> Fault {
     if e.kind() == io::ErrorKind::PermissionDenied {
-        DirState::Unreadable
+        Fault::Unreadable
     } else if e.raw_os_error() == Some(nix::libc::ELOOP)
         || e.raw_os_error() == Some(nix::libc::ENOTDIR)
     {
-        DirState::Corrupt
+        Fault::Corrupt
     } else {
-        DirState::Unreadable
+        Fault::Unreadable
     }
 }
 
@@ -419,7 +706,7 @@ fn io_state(e: &io::Error) -> DirState {
 /// directory gets a report.
 #[tracing::instrument(level = "debug", skip_all, fields(data_dir = %paths.data_dir.display()))]
 pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
-    let mut r = Inspection::new(paths, DirState::Empty);
+    let mut r = Inspection::new(paths);
 
     // The data dir itself may be a symlink (a mount's subPath); entries inside may not.
     let data_entries = match list_dir(&paths.data_dir) {
@@ -461,7 +748,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     if let Some(ft) = member_kind {
         if !ft.is_dir() {
             return r.fail(
-                DirState::Corrupt,
+                Fault::Corrupt,
                 format!(
                     "{} is a {}, not a directory",
                     paths.member_dir.display(),
@@ -503,19 +790,22 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                 } else {
                     "mount the volume so that member/snap is a directory"
                 };
-                r.symlinked = Some(path.clone());
-                return r.fail(
-                    DirState::Unreadable,
+                let mut r = r.fail(
+                    Fault::Unreadable,
                     format!(
                         "{} is a symlink to a directory; symlinks inside the data dir are not followed: {flag}",
                         path.display()
                     ),
-                    Some(path),
+                    Some(path.clone()),
                     None,
                 );
+                if let DirState::Unreadable(f) = &mut r.state {
+                    f.symlinked = Some(path);
+                }
+                return r;
             }
             return r.fail(
-                DirState::Corrupt,
+                Fault::Corrupt,
                 format!(
                     "{} is {}, not a directory (symlinks inside the data dir are not followed)",
                     path.display(),
@@ -610,7 +900,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                 }
             )
         };
-        return r.fail(DirState::Partial, why, Some(paths.member_dir.clone()), None);
+        return r.fail(Fault::Partial, why, Some(paths.member_dir.clone()), None);
     }
 
     // Initialized as far as etcd is concerned: read the WAL.
@@ -618,39 +908,47 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         Ok(w) => w,
         Err(e) => return wal_failure(r, e),
     };
-    r.member_id = Some(wal.member_id);
-    r.cluster_id = Some(wal.cluster_id);
-    r.hard_state = Some(wal.hard_state);
-    r.last_index = Some(wal.last_index);
-    r.last_term = Some(wal.last_term);
-    r.wal = Some(WalFacts {
-        segments: wal
-            .segments
-            .iter()
-            .map(|s| SegmentFacts {
-                name: s.name.clone(),
-                size: s.size,
-            })
-            .collect(),
-        records: wal.records,
-        torn_tail: wal.torn_tail.as_ref().map(|t| Problem {
-            message: t.detail.clone(),
-            path: Some(t.path.clone()),
-            offset: Some(t.offset),
-        }),
-    });
-    r.state = DirState::Initialized;
+    let log = Log {
+        member_id: wal.member_id,
+        cluster_id: wal.cluster_id,
+        hard_state: wal.hard_state,
+        last_index: wal.last_index,
+        last_term: wal.last_term,
+        wal: WalFacts {
+            segments: wal
+                .segments
+                .iter()
+                .map(|s| SegmentFacts {
+                    name: s.name.clone(),
+                    size: s.size,
+                })
+                .collect(),
+            records: wal.records,
+            torn_tail: wal.torn_tail.as_ref().map(|t| Problem {
+                message: t.detail.clone(),
+                path: Some(t.path.clone()),
+                offset: Some(t.offset),
+            }),
+        },
+    };
 
     // Snapshots: the newest WAL snapshot record with a .snap file is what etcd loads.
     let snaps = match list_snaps(&paths.snap_dir) {
         Ok(s) => s,
         Err(e) => {
-            let state = if e.is_permission() {
-                DirState::Unreadable
+            let fault = if e.is_permission() {
+                Fault::Unreadable
             } else {
-                DirState::Corrupt
+                Fault::Corrupt
             };
-            return r.fail(state, e.to_string(), Some(paths.snap_dir.clone()), None);
+            return r.fail_after(
+                fault,
+                e.to_string(),
+                Some(paths.snap_dir.clone()),
+                None,
+                Some(log),
+                None,
+            );
         }
     };
     r.snap_files = snaps
@@ -688,22 +986,17 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let snap_optional =
         snap_less && storage_line(paths, &snap_entries).is_some_and(|v| v >= (3, 7));
     let first_segment_index = wal.segments.first().map_or(0, |s| s.first_index);
-    if snap_optional {
-        r.snapshot = Some(
-            newest_committed.map_or(SnapshotPoint { index: 0, term: 0 }, |s| SnapshotPoint {
-                index: s.index,
-                term: s.term,
-            }),
-        );
-    } else if in_use.is_none() && newest_record.is_some() && first_segment_index > 0 {
+    if !snap_optional && in_use.is_none() && newest_record.is_some() && first_segment_index > 0 {
         let s = newest_record.map(|s| (s.term, s.index)).unwrap_or_default();
-        return r.fail(
-            DirState::Corrupt,
+        return r.fail_after(
+            Fault::Corrupt,
             format!(
                 "the WAL refers to snapshot {} but no such .snap file exists and the WAL no longer starts at index 0",
                 super::snap::snap_file_name(s.0, s.1)
             ),
             Some(paths.snap_dir.clone()),
+            None,
+            Some(log),
             None,
         );
     }
@@ -712,43 +1005,55 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         Some(name) => match read_snap(&name.path) {
             Ok(f) => Some(f),
             Err(e) => {
-                let state = if e.is_permission() {
-                    DirState::Unreadable
+                let fault = if e.is_permission() {
+                    Fault::Unreadable
                 } else {
-                    DirState::Corrupt
+                    Fault::Corrupt
                 };
-                return r.fail(state, e.to_string(), Some(name.path.clone()), None);
+                return r.fail_after(
+                    fault,
+                    e.to_string(),
+                    Some(name.path.clone()),
+                    None,
+                    Some(log),
+                    None,
+                );
             }
         },
         None => None,
     };
-    if !snap_optional {
-        r.snapshot = Some(
-            snap_file
-                .as_ref()
-                .map_or(SnapshotPoint { index: 0, term: 0 }, |f| SnapshotPoint {
-                    index: f.index,
-                    term: f.term,
-                }),
-        );
-    }
+    let snapshot = if snap_optional {
+        newest_committed.map_or(SnapshotPoint { index: 0, term: 0 }, |s| SnapshotPoint {
+            index: s.index,
+            term: s.term,
+        })
+    } else {
+        snap_file
+            .as_ref()
+            .map_or(SnapshotPoint { index: 0, term: 0 }, |f| SnapshotPoint {
+                index: f.index,
+                term: f.term,
+            })
+    };
 
     // The backend.
     let db_path = paths.db();
     if !snap_entries.iter().any(|(n, _)| n == "db") {
-        return r.fail(
-            DirState::Partial,
+        return r.fail_after(
+            Fault::Partial,
             "a WAL without a backend db (member/snap/db)".into(),
             Some(db_path),
             None,
+            Some(log),
+            Some(snapshot),
         );
     }
     // Only a regular file is opened: a FIFO would block the open forever, a
     // symlink would lead out of the data dir.
     if let Some((_, ft)) = snap_entries.iter().find(|(n, _)| n == "db") {
         if !ft.is_file() {
-            return r.fail(
-                DirState::Corrupt,
+            return r.fail_after(
+                Fault::Corrupt,
                 format!(
                     "{} is {}, not a regular file (symlinks inside the data dir are not followed)",
                     db_path.display(),
@@ -756,6 +1061,8 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                 ),
                 Some(db_path),
                 None,
+                Some(log),
+                Some(snapshot),
             );
         }
     }
@@ -764,42 +1071,57 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // moving target. So while the locks are held a failed read is retried, and if
     // it keeps failing the backend is left out of the report; the WAL decides.
     let mut attempt = 1;
-    let (backend, kv_hash) = loop {
+    let backend = loop {
         match read_backend(&db_path, opts) {
-            Ok((b, h)) => break (Some(b), h),
+            Ok((summary, kv_hash)) => break BackendRead::Read { summary, kv_hash },
             Err(e) if r.running && !e.is_permission() => {
                 if attempt < RUNNING_DB_ATTEMPTS {
                     attempt += 1;
                     continue;
                 }
-                r.backend_unread = Some(format!(
+                break BackendRead::Unread(format!(
                     "etcd is running and committed to the db while it was read ({attempt} attempts): {e}"
                 ));
-                break (None, None);
             }
-            Err(e) => return r.fail(backend_state(&e), e.to_string(), Some(db_path), None),
+            Err(e) => {
+                return r.fail_after(
+                    backend_state(&e),
+                    e.to_string(),
+                    Some(db_path),
+                    None,
+                    Some(log),
+                    Some(snapshot),
+                )
+            }
         }
     };
-    r.kv_hash = kv_hash;
-    if let Some(backend) = &backend {
-        let snap_index = r.snapshot.map_or(0, |s| s.index);
-        let ci = backend.consistent_index.unwrap_or(0);
+    let summary = match &backend {
+        BackendRead::Read { summary, .. } => Some(summary),
+        BackendRead::Unread(_) => None,
+    };
+    if let Some(b) = summary {
+        let ci = b.consistent_index.unwrap_or(0);
         let has_snap_db = snap_entries.iter().any(|(n, _)| n.ends_with(".snap.db"));
-        if ci < snap_index && !has_snap_db {
-            return r.fail(
-                DirState::Corrupt,
-                format!("the backend's consistent index {ci} is below the snapshot index {snap_index} and no .snap.db is present"),
+        if ci < snapshot.index && !has_snap_db {
+            return r.fail_after(
+                Fault::Corrupt,
+                format!(
+                    "the backend's consistent index {ci} is below the snapshot index {} and no .snap.db is present",
+                    snapshot.index
+                ),
                 Some(db_path),
                 None,
+                Some(log),
+                Some(snapshot),
             );
         }
     }
 
-    r.membership = membership(&wal, snap_file.as_ref(), backend.as_ref());
-    let own = r.membership.iter().find(|m| m.id == wal.member_id);
-    r.self_peer_urls = own.map(|m| m.peer_urls.clone());
-    r.self_name = own.map(|m| m.name.clone()).filter(|n| !n.is_empty());
-    let mut removed: Vec<MemberId> = backend
+    let membership = membership(&wal, snap_file.as_ref(), summary);
+    let own = membership.iter().find(|m| m.id == wal.member_id);
+    let self_peer_urls = own.map(|m| m.peer_urls.clone());
+    let self_name = own.map(|m| m.name.clone()).filter(|n| !n.is_empty());
+    let mut removed: Vec<MemberId> = summary
         .iter()
         .flat_map(|b| b.removed_members.iter().copied())
         .chain(snap_file.iter().flat_map(|f| f.removed.iter().copied()))
@@ -812,37 +1134,47 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         .collect();
     removed.sort_unstable();
     removed.dedup();
-    r.self_removed = removed.contains(&wal.member_id);
-    r.removed_ids = removed;
-    r.added_with_peer_urls = wal
+    let added_with_peer_urls = wal
         .conf_changes
         .iter()
         .filter(|c| c.node_id == wal.member_id && c.kind != ConfChangeKind::RemoveNode)
         .find_map(|c| c.member.as_ref().filter(|m| !m.is_promote))
         .map(|m| m.member.peer_urls.clone())
         .filter(|u| !u.is_empty());
-    r.formation = formation(&wal);
-    r.empty_log = wal.last_index == 0
-        && wal.snapshots.iter().all(|s| s.index == 0)
-        && r.snapshot.is_none_or(|s| s.index == 0);
-    r.v2_replay = Some(wal.v2.replay(r.snapshot.map_or(0, |s| s.index), commit));
-    r.v2_custom = snap_file
-        .as_ref()
-        .map(|f| f.v2_custom.clone())
+    let learner_flag_stale = summary
+        .map(|b| stale_learner_flags(&wal, snap_file.as_ref(), b))
         .unwrap_or_default();
-    r.snap_cluster_version = snap_file.as_ref().and_then(|f| f.cluster_version.clone());
-    r.snap_member_roles = snap_file
-        .iter()
-        .flat_map(|f| {
-            f.members
-                .iter()
-                .map(|m| (m.id, m.is_learner || f.learners.contains(&m.id)))
-        })
-        .collect();
-    if let Some(b) = backend.as_ref() {
-        r.learner_flag_stale = stale_learner_flags(&wal, snap_file.as_ref(), b);
-    }
-    r.backend = backend;
+    let member = Initialized {
+        self_removed: removed.contains(&wal.member_id),
+        removed_ids: removed,
+        added_with_peer_urls,
+        formation: formation(&wal),
+        empty_log: wal.last_index == 0
+            && wal.snapshots.iter().all(|s| s.index == 0)
+            && snapshot.index == 0,
+        v2_replay: wal.v2.replay(snapshot.index, commit),
+        v2_custom: snap_file
+            .as_ref()
+            .map(|f| f.v2_custom.clone())
+            .unwrap_or_default(),
+        snap_cluster_version: snap_file.as_ref().and_then(|f| f.cluster_version.clone()),
+        snap_member_roles: snap_file
+            .iter()
+            .flat_map(|f| {
+                f.members
+                    .iter()
+                    .map(|m| (m.id, m.is_learner || f.learners.contains(&m.id)))
+            })
+            .collect(),
+        learner_flag_stale,
+        membership,
+        self_peer_urls,
+        self_name,
+        snapshot,
+        backend,
+        log,
+    };
+    r.state = DirState::Initialized(Box::new(member));
     r
 }
 
@@ -855,7 +1187,7 @@ pub struct FoundingMember {
     pub peer_urls: Vec<String>,
 }
 
-/// The founding members of the WAL's cluster (see [`Inspection::formation`]);
+/// The founding members of the WAL's cluster (see [`Initialized::formation`]);
 /// empty when the WAL no longer starts at index 1 or the entries do not hash
 /// to its cluster ID.
 fn formation(wal: &wal::Wal) -> Vec<FoundingMember> {
@@ -1024,22 +1356,22 @@ fn read_backend(
     Ok((backend, kv_hash))
 }
 
-fn backend_state(e: &super::bbolt::BoltError) -> DirState {
+fn backend_state(e: &super::bbolt::BoltError) -> Fault {
     if e.is_permission() {
-        DirState::Unreadable
+        Fault::Unreadable
     } else {
-        DirState::Corrupt
+        Fault::Corrupt
     }
 }
 
 fn wal_failure(r: Inspection, e: WalError) -> Inspection {
-    let state = if e.is_permission() {
-        DirState::Unreadable
+    let fault = if e.is_permission() {
+        Fault::Unreadable
     } else {
-        DirState::Corrupt
+        Fault::Corrupt
     };
     let (path, offset) = e.location();
-    r.fail(state, e.to_string(), path, offset)
+    r.fail(fault, e.to_string(), path, offset)
 }
 
 /// The membership recorded in the directory: the backend's `members` bucket, then
@@ -1117,4 +1449,58 @@ fn membership(
         }
     }
     by_id.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(i: &Inspection) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(i).expect("serializes") {
+            serde_json::Value::Object(m) => m,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn every_state_is_one_flat_object_with_the_same_fields() {
+        let paths = Paths::new(Path::new("/d"), None);
+        let empty = Inspection::new(&paths);
+        let before_wal = Inspection::new(&paths).fail(Fault::Unreadable, "u".into(), None, None);
+        let after_wal = Inspection::new(&paths).fail_after(
+            Fault::Partial,
+            "p".into(),
+            None,
+            None,
+            Some(Initialized::blank().log),
+            Some(SnapshotPoint { index: 7, term: 2 }),
+        );
+        let mut initialized = Inspection::new(&paths);
+        initialized.state = DirState::Initialized(Box::new(Initialized::blank()));
+        let all = [&empty, &before_wal, &after_wal, &initialized];
+        let keys: Vec<Vec<String>> = all
+            .iter()
+            .map(|i| json(i).keys().cloned().collect())
+            .collect();
+        assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+        assert_eq!(keys[0].len(), 30);
+        let state = |i: &Inspection| json(i)["state"].clone();
+        assert_eq!(
+            all.map(state),
+            ["empty", "unreadable", "partial", "initialized"].map(serde_json::Value::from)
+        );
+        // What a state cannot know is null, what it knows is there.
+        assert!(json(&empty)["member_id"].is_null());
+        assert!(json(&before_wal)["member_id"].is_null());
+        assert_eq!(json(&after_wal)["member_id"], "0000000000000000");
+        assert_eq!(json(&after_wal)["snapshot"]["index"], 7);
+        assert!(json(&after_wal)["v2_replay"].is_null());
+        assert_eq!(json(&after_wal)["problem"]["message"], "p");
+        assert!(json(&initialized)["problem"].is_null());
+        assert!(json(&initialized)["v2_replay"].is_object());
+        assert_eq!(
+            json(&initialized)["backend_unread"],
+            serde_json::Value::from("")
+        );
+    }
 }

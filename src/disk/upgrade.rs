@@ -23,10 +23,12 @@
 //! | `skipped-minor` | any | warning: etcd upgrades one minor at a time; peers of the old line are refused by the new one |
 //! | `learner-flag-stale` | 3.6+ | warning: 3.6 rewrites the backend's flag from the v2 store; 3.7 reads only the backend |
 
+use std::path::Path;
+
 use serde::Serialize;
 
 use super::bbolt::{semver_minor, Downgrade};
-use super::layout::{DirState, Inspection};
+use super::layout::{DirState, Initialized, Inspection};
 
 /// The first 3.6 patch release that accepts `--v2-deprecation=write-only-skip-check`.
 const SKIP_CHECK_SINCE_PATCH: u32 = 13;
@@ -153,10 +155,9 @@ fn fmt_line((a, b): (u32, u32)) -> String {
 ///   every change after it, reaching the backend's: etcd checks both, so the
 ///   larger counts. (3.6 forces a `.snap` when it applies a lowered cluster
 ///   version, so after a finished 3.6 → 3.5 downgrade both agree.)
-fn cluster_line(r: &Inspection, t: (u32, u32)) -> Option<(u32, u32)> {
+fn cluster_line(r: &Initialized, t: (u32, u32)) -> Option<(u32, u32)> {
     let backend = r
-        .backend
-        .as_ref()
+        .backend()
         .and_then(|b| b.cluster_version.as_deref())
         .and_then(line_of);
     let snap = r.snap_cluster_version.as_deref().and_then(line_of);
@@ -168,9 +169,8 @@ fn cluster_line(r: &Inspection, t: (u32, u32)) -> Option<(u32, u32)> {
 }
 
 /// The downgrade `etcdctl downgrade enable` left enabled in the backend, if any.
-fn downgrade_enabled(r: &Inspection) -> Option<&Downgrade> {
-    r.backend
-        .as_ref()
+fn downgrade_enabled(r: &Initialized) -> Option<&Downgrade> {
+    r.backend()
         .and_then(|b| b.downgrade.as_ref())
         .filter(|d| d.enabled && !d.target_version.is_empty())
 }
@@ -192,9 +192,27 @@ const DEFAULT_MAX_LEARNERS: u32 = 1;
 /// Runs the check for `target` on an inspected directory. An empty directory,
 /// or one not initialized, has nothing to check (its state decides).
 pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck {
+    match &r.state {
+        DirState::Initialized(m) => check_initialized(m, &r.paths.data_dir, target, flags),
+        _ => UpgradeCheck {
+            from: None,
+            target: target.to_string(),
+            dir_line: None,
+            blocked: false,
+            findings: Vec::new(),
+        },
+    }
+}
+
+/// [`check`] of an initialized directory's member.
+fn check_initialized(
+    r: &Initialized,
+    data_dir: &Path,
+    target: Target,
+    flags: &EtcdFlags,
+) -> UpgradeCheck {
     let storage = r
-        .backend
-        .as_ref()
+        .backend()
         .and_then(|b| b.storage_version.as_deref())
         .and_then(line_of);
     let cluster = cluster_line(r, target.line());
@@ -206,15 +224,13 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         blocked: false,
         findings: Vec::new(),
     };
-    if r.state != DirState::Initialized {
-        return out;
-    }
     let t = target.line();
     let f = &mut out.findings;
-    let snap_index = r.snapshot.map_or(0, |s| s.index);
-    let dir = r.paths.data_dir.display();
+    let snap_index = r.snapshot.index;
+    let dir = data_dir.display();
 
-    if let Some(v2) = &r.v2_replay {
+    {
+        let v2 = &r.v2_replay;
         let examples = |only_raw: bool, only_disallowed: bool| -> String {
             let list: Vec<String> = v2
                 .examples
@@ -331,8 +347,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         }
     }
     let malformed = r
-        .backend
-        .as_ref()
+        .backend()
         .and_then(|b| b.downgrade.as_ref())
         .is_some_and(|d| d.malformed);
     if malformed && t >= (3, 5) {
@@ -356,8 +371,7 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
     let downgrading = downgrade_enabled(r).filter(|_| t == (3, 5));
     let downgrade_line = downgrading.map(|d| line_of(&d.target_version));
     let current = r
-        .backend
-        .as_ref()
+        .backend()
         .and_then(|b| b.cluster_version.as_deref())
         .or(r.snap_cluster_version.as_deref())
         .and_then(line_of);
@@ -425,11 +439,10 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
     // downgrade to 3.5; 3.6+ exempt none.
     if !f.iter().any(|x| x.code == "cluster-version-newer") {
         let mut dg: Option<(bool, String)> = r
-            .backend
-            .as_ref()
+            .backend()
             .and_then(|b| b.downgrade.as_ref())
             .map(|d| (d.enabled, d.target_version.clone()));
-        for ev in r.v2_replay.iter().flat_map(|v| &v.versions) {
+        for ev in std::iter::once(&r.v2_replay).flat_map(|v| &v.versions) {
             if let Some(d) = &ev.downgrade {
                 dg = Some(d.clone());
                 continue;
@@ -488,8 +501,8 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
         // 3.6 syncs a promotion the v2 store (.snap) knows into the backend
         // first (SyncLearnerPromotionIfNeeded); 3.7 takes the backend as it is.
         let learners = r
-            .backend
-            .iter()
+            .backend()
+            .into_iter()
             .flat_map(|b| &b.members)
             .filter(|m| m.is_learner)
             .filter(|m| {
@@ -554,7 +567,7 @@ mod tests {
     use super::*;
 
     use crate::disk::ids::MemberId;
-    use crate::disk::layout::{unanswered, Paths};
+    use crate::disk::layout::{unanswered, BackendRead, Paths};
     use crate::disk::v2req::{V2Replay, V2Request};
 
     fn check(r: &Inspection, t: Target) -> UpgradeCheck {
@@ -566,9 +579,23 @@ mod tests {
             &Paths::new(std::path::Path::new("/d"), None),
             Default::default(),
         );
-        r.state = DirState::Initialized;
-        r.problem = None;
+        r.state = DirState::Initialized(Box::new(Initialized::blank()));
         r
+    }
+
+    /// The member of an inspection [`initialized`] built.
+    fn m(r: &mut Inspection) -> &mut Initialized {
+        match &mut r.state {
+            DirState::Initialized(m) => m,
+            _ => panic!("not initialized"),
+        }
+    }
+
+    fn read(summary: crate::disk::bbolt::Backend) -> BackendRead {
+        BackendRead::Read {
+            summary,
+            kv_hash: None,
+        }
     }
 
     fn t(s: &str) -> Target {
@@ -602,38 +629,38 @@ mod tests {
         }
         // What 3.5 writes itself: 3.6 converts it, 3.7 panics.
         let mut r = initialized();
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).v2_replay = V2Replay {
             converted: 2,
             raw: 2,
             raw_with_path: 2,
             examples: vec![v2(true, true)],
             ..V2Replay::default()
-        });
+        };
         assert!(check(&r, t("3.5.35")).findings.is_empty());
         assert!(check(&r, t("3.6.11")).findings.is_empty());
         assert_eq!(codes(&check(&r, t("3.7.3"))), [("v2-wal-raw", true)]);
         // v2 API data: 3.6 panics too.
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).v2_replay = V2Replay {
             disallowed: 1,
             raw: 1,
             raw_with_path: 1,
             examples: vec![v2(false, true)],
             ..V2Replay::default()
-        });
+        };
         assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-disallowed", true)]);
         // 3.5's /health QGETs have no path: 3.7 decodes them (a reserved field
         // and empty messages) and applies nothing; 3.6 still panics.
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).v2_replay = V2Replay {
             disallowed: 3,
             raw: 3,
             raw_with_path: 0,
             ..V2Replay::default()
-        });
+        };
         assert!(check(&r, t("3.7")).findings.is_empty());
         assert_eq!(codes(&check(&r, t("3.6"))), [("v2-wal-disallowed", true)]);
         // Custom v2 content in the .snap: 3.6 only (3.7 does not load it).
         let mut r = initialized();
-        r.v2_custom = vec!["/1".into()];
+        m(&mut r).v2_custom = vec!["/1".into()];
         assert_eq!(codes(&check(&r, t("3.6"))), [("v2-store-custom", true)]);
         let skip = EtcdFlags {
             v2_deprecation: Some("write-only-skip-check".into()),
@@ -661,23 +688,25 @@ mod tests {
         // A newer cluster version: every line refuses; an older one is an
         // upgrade, a warning only when it skips a minor.
         let mut r = initialized();
-        r.snap_cluster_version = Some("3.6.0".into());
+        m(&mut r).snap_cluster_version = Some("3.6.0".into());
         assert_eq!(
             codes(&check(&r, t("3.5.35"))),
             [("cluster-version-newer", true)]
         );
         assert!(check(&r, t("3.6")).findings.is_empty());
         assert!(check(&r, t("3.7")).findings.is_empty());
-        r.snap_cluster_version = Some("3.4.0".into());
+        m(&mut r).snap_cluster_version = Some("3.4.0".into());
         assert_eq!(codes(&check(&r, t("3.6"))), [("skipped-minor", false)]);
         // Not initialized: nothing to check.
-        let mut empty = initialized();
+        let mut custom = initialized();
+        m(&mut custom).v2_custom = vec!["/1".into()];
+        assert!(check(&custom, t("3.6")).blocked);
+        let mut empty = custom.clone();
         empty.state = DirState::Empty;
-        empty.v2_custom = vec!["/1".into()];
         assert!(!check(&empty, t("3.6")).blocked);
         // A stale learner flag: a warning on 3.6 and 3.7.
         let mut r = initialized();
-        r.learner_flag_stale = vec![MemberId::new(0xa)];
+        m(&mut r).learner_flag_stale = vec![MemberId::new(0xa)];
         assert_eq!(codes(&check(&r, t("3.7"))), [("learner-flag-stale", false)]);
         assert!(check(&r, t("3.5")).findings.is_empty());
     }
@@ -690,8 +719,8 @@ mod tests {
         b.downgrade = Some(Downgrade::decode(
             br#"{"target-version":"3.5.0","enabled":true}"#,
         ));
-        r.backend = Some(b.clone());
-        r.snap_cluster_version = Some("3.6.0".into());
+        m(&mut r).backend = read(b.clone());
+        m(&mut r).snap_cluster_version = Some("3.6.0".into());
         // 3.5 would join (mustDetectDowngrade returns early on the target),
         // but the cluster version is not lowered yet: the downgrade would stop.
         assert_eq!(
@@ -702,7 +731,7 @@ mod tests {
         let mut lowered = b.clone();
         lowered.cluster_version = Some("3.5.0".into());
         let mut rl = r.clone();
-        rl.backend = Some(lowered);
+        m(&mut rl).backend = read(lowered);
         assert_eq!(
             codes(&check(&rl, t("3.5.35"))),
             [("downgrade-enabled", false)]
@@ -721,8 +750,8 @@ mod tests {
             br#"{"target-version":"3.4.0","enabled":true}"#,
         ));
         b.cluster_version = Some("3.5.0".into());
-        r.backend = Some(b.clone());
-        r.snap_cluster_version = Some("3.5.0".into());
+        m(&mut r).backend = read(b.clone());
+        m(&mut r).snap_cluster_version = Some("3.5.0".into());
         assert_eq!(
             codes(&check(&r, t("3.5"))),
             [("downgrade-target-other", true)]
@@ -736,20 +765,20 @@ mod tests {
             br#"{"target-version":"","enabled":false}"#,
         ));
         b.cluster_version = Some("3.5.0".into());
-        r.backend = Some(b.clone());
-        r.snap_cluster_version = Some("3.6.0".into());
+        m(&mut r).backend = read(b.clone());
+        m(&mut r).snap_cluster_version = Some("3.6.0".into());
         assert_eq!(
             codes(&check(&r, t("3.5"))),
             [("cluster-version-newer", true)]
         );
         // 3.6 loads the backend's only.
         assert!(check(&r, t("3.6")).findings.is_empty());
-        r.snap_cluster_version = Some("3.5.0".into());
+        m(&mut r).snap_cluster_version = Some("3.5.0".into());
         assert!(check(&r, t("3.5")).findings.is_empty());
 
         // A value etcd cannot unmarshal: 3.5+ panic loading it.
         b.downgrade = Some(Downgrade::decode(b"{not json"));
-        r.backend = Some(b);
+        m(&mut r).backend = read(b);
         assert_eq!(
             codes(&check(&r, t("3.5"))),
             [("downgrade-info-malformed", true)]
@@ -813,8 +842,8 @@ mod tests {
         b.downgrade = Some(Downgrade::decode(
             br#"{"target-version":"","enabled":false}"#,
         ));
-        r.backend = Some(b.clone());
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).backend = read(b.clone());
+        m(&mut r).v2_replay = V2Replay {
             versions: vec![
                 cv(3, "3.6.0"),
                 dg(15, true, "3.5.0"),
@@ -822,7 +851,7 @@ mod tests {
                 dg(18, false, ""),
             ],
             ..V2Replay::default()
-        });
+        };
         assert_eq!(
             codes(&check(&r, t("3.5.35"))),
             [("cluster-version-newer-in-wal", true)]
@@ -834,21 +863,21 @@ mod tests {
         b.downgrade = Some(Downgrade::decode(
             br#"{"target-version":"3.5.0","enabled":true}"#,
         ));
-        r.backend = Some(b.clone());
+        m(&mut r).backend = read(b.clone());
         assert_eq!(codes(&check(&r, t("3.5"))), [("downgrade-enabled", false)]);
         // A downgrade replayed before the version is exempt too.
         b.downgrade = None;
-        r.backend = Some(b);
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).backend = read(b);
+        m(&mut r).v2_replay = V2Replay {
             versions: vec![dg(2, true, "3.5.0"), cv(3, "3.6.0"), cv(4, "3.5.0")],
             ..V2Replay::default()
-        });
+        };
         assert!(check(&r, t("3.5")).findings.is_empty());
         // 3.6 has no exemption: a 3.7 version in its replay panics.
-        r.v2_replay = Some(V2Replay {
+        m(&mut r).v2_replay = V2Replay {
             versions: vec![dg(2, true, "3.6.0"), cv(3, "3.7.0")],
             ..V2Replay::default()
-        });
+        };
         assert_eq!(
             codes(&check(&r, t("3.6"))),
             [("cluster-version-newer-in-wal", true)]
@@ -896,9 +925,9 @@ mod tests {
         // Three voters grown through learners on 3.5.1–3.5.19: the backend still
         // says two of them are learners; the .snap knows they were promoted.
         let mut r = initialized();
-        r.backend = Some(backend(&[(1, false), (2, true), (3, true)]));
-        r.snap_member_roles = roles(&[(1, false), (2, false), (3, false)]);
-        r.learner_flag_stale = vec![MemberId::new(2), MemberId::new(3)];
+        m(&mut r).backend = read(backend(&[(1, false), (2, true), (3, true)]));
+        m(&mut r).snap_member_roles = roles(&[(1, false), (2, false), (3, false)]);
+        m(&mut r).learner_flag_stale = vec![MemberId::new(2), MemberId::new(3)];
         // 3.6 syncs the promotions from the .snap first: it starts.
         assert_eq!(codes(&check(&r, t("3.6"))), [("learner-flag-stale", false)]);
         // 3.7 reads the backend alone: two learners, more than --max-learners 1.
@@ -912,7 +941,7 @@ mod tests {
         };
         assert!(!super::check(&r, t("3.7"), &two).blocked);
         // Promotions after the .snap: 3.6 cannot repair them either.
-        r.snap_member_roles = roles(&[(1, false), (2, true), (3, true)]);
+        m(&mut r).snap_member_roles = roles(&[(1, false), (2, true), (3, true)]);
         assert!(check(&r, t("3.6")).blocked);
         // 3.5 reads the v2 store: nothing to refuse.
         assert!(check(&r, t("3.5")).findings.is_empty());

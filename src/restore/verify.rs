@@ -217,50 +217,44 @@ pub fn check(ins: &Inspection, exp: &Expected) -> Result<Vec<String>, VerifyErro
         dir: ins.paths.data_dir.clone(),
         problems,
     };
-    if ins.state != DirState::Initialized {
-        let why = ins
-            .problem
-            .as_ref()
-            .map(|p| format!(": {}", p.message))
-            .unwrap_or_default();
-        problems.push(format!(
-            "it is {} rather than initialized{why}",
-            serde_json::to_value(ins.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        ));
-        return Err(fail(problems));
-    }
+    let member = match &ins.state {
+        DirState::Initialized(m) => m,
+        _ => {
+            let why = ins
+                .problem()
+                .map(|p| format!(": {}", p.message))
+                .unwrap_or_default();
+            problems.push(format!("it is {} rather than initialized{why}", ins.kind()));
+            return Err(fail(problems));
+        }
+    };
     if ins.running {
         problems.push("a process holds its locks".into());
     }
     fn id_check<Id: PartialEq + std::fmt::Display>(
         problems: &mut Vec<String>,
         what: &str,
-        found: Option<Id>,
+        found: Id,
         want: Id,
     ) {
-        match found {
-            Some(f) if f == want => {}
-            Some(f) => problems.push(format!("{what} is {f} but {want} was expected")),
-            None => problems.push(format!("{what} is missing from the WAL")),
+        if found != want {
+            problems.push(format!("{what} is {found} but {want} was expected"));
         }
     }
     id_check(
         &mut problems,
         &format!("the member ID (for --name {})", exp.name),
-        ins.member_id,
+        member.log.member_id,
         exp.member_id,
     );
     id_check(
         &mut problems,
         "the cluster ID",
-        ins.cluster_id,
+        member.log.cluster_id,
         exp.cluster_id,
     );
 
-    let recorded: BTreeMap<MemberId, _> = ins.membership.iter().map(|m| (m.id, m)).collect();
+    let recorded: BTreeMap<MemberId, _> = member.membership.iter().map(|m| (m.id, m)).collect();
     for (id, (name, urls)) in &exp.members {
         match recorded.get(id) {
             None => problems.push(format!(
@@ -278,7 +272,7 @@ pub fn check(ins: &Inspection, exp: &Expected) -> Result<Vec<String>, VerifyErro
         if exp.members.contains_key(id) {
             continue;
         }
-        if m.source == crate::disk::layout::MemberSource::Backend && ins.snapshot.is_some() {
+        if m.source == crate::disk::layout::MemberSource::Backend {
             // etcdctl 3.4 leaves the source cluster's members in the backend's
             // bucket; in 3.4 the `.snap` is the authoritative membership.
             notes.push(format!(

@@ -328,14 +328,15 @@ pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
             ..Options::default()
         },
     );
+    let log = report.log();
     WalIdentity {
-        state: report.state.name().to_owned(),
-        member_id: report.member_id,
-        cluster_id: report.cluster_id,
-        commit_index: report.hard_state.as_ref().map_or(0, |h| h.commit),
-        term: report.hard_state.as_ref().map_or(0, |h| h.term),
-        last_index: report.last_index.unwrap_or(0),
-        problem: report.problem.map(|p| p.message),
+        state: report.kind().name().to_owned(),
+        member_id: log.map(|l| l.member_id),
+        cluster_id: log.map(|l| l.cluster_id),
+        commit_index: log.map_or(0, |l| l.hard_state.commit),
+        term: log.map_or(0, |l| l.hard_state.term),
+        last_index: log.map_or(0, |l| l.last_index),
+        problem: report.problem().map(|p| p.message.clone()),
     }
 }
 
