@@ -808,22 +808,14 @@ async fn gather(
                     leader_heard: l.leader_heard,
                     raft_term: l.raft_term,
                 };
-                let entry = EvidenceEntry {
-                    source: Source::Etcd,
-                    answered: true,
-                    error: None,
-                    said: serde_json::to_value(&l).unwrap_or_default(),
-                    elapsed_ms: t.elapsed().as_millis() as u64,
-                };
-                (Answer::Answered(facts), entry)
-            }
-            Err(e) => {
-                let why = e.to_string();
-                (
-                    Answer::NoAnswer(why.clone()),
-                    no_answer(Source::Etcd, why, t),
+                answered(
+                    Source::Etcd,
+                    facts,
+                    serde_json::to_value(&l).unwrap_or_default(),
+                    t,
                 )
             }
+            Err(e) => unanswered(Source::Etcd, &e, t),
         }
     };
     let operator = async {
@@ -899,22 +891,14 @@ async fn gather(
                         .clone()
                         .or_else(|| rec.member.cluster_token.clone()),
                 };
-                let entry = EvidenceEntry {
-                    source: Source::Kube,
-                    answered: true,
-                    error: None,
-                    said: serde_json::to_value(&rec).unwrap_or_default(),
-                    elapsed_ms: t.elapsed().as_millis() as u64,
-                };
-                (Answer::Answered(facts), entry)
-            }
-            Err(e) => {
-                let why = e.to_string();
-                (
-                    Answer::NoAnswer(why.clone()),
-                    no_answer(Source::Kube, why, t),
+                answered(
+                    Source::Kube,
+                    facts,
+                    serde_json::to_value(&rec).unwrap_or_default(),
+                    t,
                 )
             }
+            Err(e) => unanswered(Source::Kube, &e, t),
         };
         (records, witness, image)
     };
@@ -951,26 +935,45 @@ fn witness_evidence(
             for problem in rec.iter().flat_map(|r| &r.problems) {
                 tracing::warn!(problem = %problem, "the witness Lease exists but is garbled");
             }
-            let entry = EvidenceEntry {
-                source: Source::Witness,
-                answered: true,
-                error: None,
-                said: match &rec {
+            answered(
+                Source::Witness,
+                facts,
+                match &rec {
                     Some(r) => json!({"exists": true, "lease": r}),
                     None => json!({"exists": false}),
                 },
-                elapsed_ms: since.elapsed().as_millis() as u64,
-            };
-            (Answer::Answered(facts), entry)
-        }
-        Err(e) => {
-            let why = e.to_string();
-            (
-                Answer::NoAnswer(why.clone()),
-                no_answer(Source::Witness, why, since),
+                since,
             )
         }
+        Err(e) => unanswered(Source::Witness, &e, since),
     }
+}
+
+/// A source's answer: the facts the decision reads, and what it said for the report.
+fn answered<T>(
+    source: Source,
+    facts: T,
+    said: serde_json::Value,
+    since: Instant,
+) -> (Answer<T>, EvidenceEntry) {
+    let entry = EvidenceEntry {
+        source,
+        answered: true,
+        error: None,
+        said,
+        elapsed_ms: since.elapsed().as_millis() as u64,
+    };
+    (Answer::Answered(facts), entry)
+}
+
+/// A source that did not answer, and why.
+fn unanswered<T>(
+    source: Source,
+    e: &impl std::fmt::Display,
+    since: Instant,
+) -> (Answer<T>, EvidenceEntry) {
+    let why = e.to_string();
+    (Answer::NoAnswer(why.clone()), no_answer(source, why, since))
 }
 
 fn not_configured(source: Source, why: &str) -> EvidenceEntry {

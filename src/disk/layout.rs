@@ -116,6 +116,18 @@ enum Fault {
     Unreadable,
 }
 
+impl Fault {
+    /// A file that could not be read: unreadable when permission was denied,
+    /// corrupt when its bytes are wrong.
+    const fn reading(permission_denied: bool) -> Fault {
+        if permission_denied {
+            Fault::Unreadable
+        } else {
+            Fault::Corrupt
+        }
+    }
+}
+
 /// Why a directory is partial, corrupt or unreadable, and what was read of it
 /// before.
 #[derive(Debug, Clone)]
@@ -490,6 +502,16 @@ impl Inspection {
         self.initialized().and_then(Initialized::kv_hash)
     }
 
+    /// Ends the read with a directory that cannot be listed.
+    fn unlisted(self, dir: &Path, e: &io::Error) -> Inspection {
+        self.fail(
+            io_state(e),
+            format!("cannot list {}: {e}", dir.display()),
+            Some(dir.to_path_buf()),
+            None,
+        )
+    }
+
     /// Ends the read with a failure, before the WAL was read.
     fn fail(
         self,
@@ -712,15 +734,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let data_entries = match list_dir(&paths.data_dir) {
         Ok(Some(e)) => e,
         Ok(None) => Vec::new(),
-        Err(e) => {
-            let state = io_state(&e);
-            return r.fail(
-                state,
-                format!("cannot list {}: {e}", paths.data_dir.display()),
-                Some(paths.data_dir.clone()),
-                None,
-            );
-        }
+        Err(e) => return r.unlisted(&paths.data_dir, &e),
     };
     let mut member_kind = None;
     for (name, ft) in &data_entries {
@@ -762,15 +776,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
 
     let member_entries = match list_dir(&paths.member_dir) {
         Ok(e) => e.unwrap_or_default(),
-        Err(e) => {
-            let state = io_state(&e);
-            return r.fail(
-                state,
-                format!("cannot list {}: {e}", paths.member_dir.display()),
-                Some(paths.member_dir.clone()),
-                None,
-            );
-        }
+        Err(e) => return r.unlisted(&paths.member_dir, &e),
     };
     // Nothing inside the data dir is followed: a symlinked `member/wal` or
     // `member/snap` would take every read out of it (and a loop would be an
@@ -820,15 +826,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // wal.Exist: is there any *.wal in the WAL dir?
     let wal_entries = match list_dir(&paths.wal_dir) {
         Ok(e) => e.unwrap_or_default(),
-        Err(e) => {
-            let state = io_state(&e);
-            return r.fail(
-                state,
-                format!("cannot list {}: {e}", paths.wal_dir.display()),
-                Some(paths.wal_dir.clone()),
-                None,
-            );
-        }
+        Err(e) => return r.unlisted(&paths.wal_dir, &e),
     };
     let has_wal = wal_entries.iter().any(|(n, _)| is_wal_segment(n));
     for (name, ft) in &wal_entries {
@@ -849,15 +847,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     }
     let snap_entries = match list_dir(&paths.snap_dir) {
         Ok(e) => e.unwrap_or_default(),
-        Err(e) => {
-            let state = io_state(&e);
-            return r.fail(
-                state,
-                format!("cannot list {}: {e}", paths.snap_dir.display()),
-                Some(paths.snap_dir.clone()),
-                None,
-            );
-        }
+        Err(e) => return r.unlisted(&paths.snap_dir, &e),
     };
 
     let mut lock_files: Vec<PathBuf> = wal_entries
@@ -936,11 +926,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let snaps = match list_snaps(&paths.snap_dir) {
         Ok(s) => s,
         Err(e) => {
-            let fault = if e.is_permission() {
-                Fault::Unreadable
-            } else {
-                Fault::Corrupt
-            };
+            let fault = Fault::reading(e.is_permission());
             return r.fail_after(
                 fault,
                 e.to_string(),
@@ -1005,11 +991,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         Some(name) => match read_snap(&name.path) {
             Ok(f) => Some(f),
             Err(e) => {
-                let fault = if e.is_permission() {
-                    Fault::Unreadable
-                } else {
-                    Fault::Corrupt
-                };
+                let fault = Fault::reading(e.is_permission());
                 return r.fail_after(
                     fault,
                     e.to_string(),
@@ -1357,19 +1339,11 @@ fn read_backend(
 }
 
 fn backend_state(e: &super::bbolt::BoltError) -> Fault {
-    if e.is_permission() {
-        Fault::Unreadable
-    } else {
-        Fault::Corrupt
-    }
+    Fault::reading(e.is_permission())
 }
 
 fn wal_failure(r: Inspection, e: WalError) -> Inspection {
-    let fault = if e.is_permission() {
-        Fault::Unreadable
-    } else {
-        Fault::Corrupt
-    };
+    let fault = Fault::reading(e.is_permission());
     let (path, offset) = e.location();
     r.fail(fault, e.to_string(), path, offset)
 }

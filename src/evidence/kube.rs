@@ -181,6 +181,21 @@ pub async fn client(
     Ok(super::client::client(target.kubeconfig.as_ref(), request_timeout).await?)
 }
 
+/// The client a long-running loop keeps in `cache`: built on first use, and
+/// again on the next call after building failed.
+pub async fn cached_client(
+    cache: &mut Option<Client>,
+    target: &KubeTarget,
+    request_timeout: Duration,
+) -> Result<Client, KubeEvidenceError> {
+    if let Some(c) = cache {
+        return Ok(c.clone());
+    }
+    let c = client(target, request_timeout).await?;
+    *cache = Some(c.clone());
+    Ok(c)
+}
+
 /// Reads the `EtcdMember` named `target.member_name`, then its `EtcdCluster`.
 /// Returns by `deadline`.
 #[tracing::instrument(skip(client), fields(namespace = %target.namespace, member = %target.member_name))]

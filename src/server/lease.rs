@@ -104,19 +104,13 @@ pub async fn run(
             }
         };
         attempted = true;
-        let c = match &client {
-            Some(c) => c.clone(),
-            None => match kube::client(&conf.target, conf.timeout).await {
-                Ok(c) => {
-                    client = Some(c.clone());
-                    c
-                }
-                Err(e) => {
-                    Metrics::count(&metrics.witness_writes, Outcome::error);
-                    tracing::warn!(error = %e, "cannot write the witness Lease");
-                    continue;
-                }
-            },
+        let c = match kube::cached_client(&mut client, &conf.target, conf.timeout).await {
+            Ok(c) => c,
+            Err(e) => {
+                Metrics::count(&metrics.witness_writes, Outcome::error);
+                tracing::warn!(error = %e, "cannot write the witness Lease");
+                continue;
+            }
         };
         let deadline = Instant::now() + conf.timeout;
         let t = &conf.target;

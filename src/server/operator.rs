@@ -43,28 +43,22 @@ pub async fn run(
             _ = records.tick() => true,
             _ = checks.tick() => false,
         };
-        let c = match &client {
-            Some(c) => c.clone(),
-            None => match kube::client(&conf.target, conf.timeout).await {
-                Ok(c) => {
-                    client = Some(c.clone());
-                    c
+        let c = match kube::cached_client(&mut client, &conf.target, conf.timeout).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build a Kubernetes client");
+                let message = e.to_string();
+                if read_records {
+                    Metrics::count(&metrics.operator_reads, Outcome::error);
+                    operator.send_modify(|s| {
+                        s.error = Some(message);
+                        s.attempted = true;
+                    });
+                } else {
+                    hazards.send_modify(|s| s.error = Some(message));
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot build a Kubernetes client");
-                    let message = e.to_string();
-                    if read_records {
-                        Metrics::count(&metrics.operator_reads, Outcome::error);
-                        operator.send_modify(|s| {
-                            s.error = Some(message);
-                            s.attempted = true;
-                        });
-                    } else {
-                        hazards.send_modify(|s| s.error = Some(message));
-                    }
-                    continue;
-                }
-            },
+                continue;
+            }
         };
         let deadline = Instant::now() + conf.timeout;
         if read_records {
