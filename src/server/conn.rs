@@ -27,6 +27,11 @@
 //!   waits in the kernel, holding no descriptor and no place in the accept
 //!   queue ahead of the probes (every protocol served here, HTTP/1, HTTP/2 and
 //!   TLS, is client-speaks-first).
+//! * keeps a connection the kernel hands over without a byte (when
+//!   `TCP_DEFER_ACCEPT` runs out) in the listener ([`Parked`]) until its
+//!   client sends one: no server task, no HTTP/1 or HTTP/2 buffers, no
+//!   HTTP/2 SETTINGS written for a client that never speaks; it still counts
+//!   against the limit and is closed by the rules below.
 //!   The accept queue is [`BACKLOG`] long (the kernel caps it at
 //!   `net.core.somaxconn`), not 128: with 128 it overflowed under 1,000
 //!   reconnecting clients and the kernel dropped the probes' SYNs, which their
@@ -236,19 +241,72 @@ fn head_ends(after_lf: &mut bool, bytes: &[u8]) -> bool {
 }
 
 /// What the socket already holds, without taking it (`MSG_PEEK`, never
-/// blocking): with [`defer_accept`] a probe's whole request is there when it
-/// is accepted, before the task serving it first reads. Up to 2 KiB.
-fn peek_head(stream: &TcpStream) -> bool {
+/// blocking), up to 2 KiB: `WouldBlock` when nothing has arrived yet; 0 bytes
+/// when the client has closed.
+fn peek(stream: &TcpStream, buf: &mut [u8; 2048]) -> io::Result<usize> {
     use nix::sys::socket::{recv, MsgFlags};
     use std::os::fd::AsRawFd;
-    let mut buf = [0u8; 2048];
-    match recv(
+    recv(
         stream.as_raw_fd(),
-        &mut buf,
+        buf,
         MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-    ) {
-        Ok(n) => head_ends(&mut false, &buf[..n]),
-        Err(_) => false,
+    )
+    .map_err(io::Error::from)
+}
+
+/// With [`defer_accept`] a probe's whole request is in the socket when it is
+/// accepted, before the task serving it first reads.
+fn peek_head(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 2048];
+    peek(stream, &mut buf).is_ok_and(|n| head_ends(&mut false, &buf[..n]))
+}
+
+/// The client has sent something (or closed): the connection is for a server
+/// to read. One that has not waits in the listener ([`Parked`]).
+fn has_spoken(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 2048];
+    !matches!(peek(stream, &mut buf), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+/// A connection accepted before its client sent a byte (the kernel hands one
+/// over when `TCP_DEFER_ACCEPT` runs out): the listener holds it, not a
+/// server's task, so a silent client costs a descriptor and this, not an
+/// HTTP/1 or HTTP/2 connection's buffers. Ready with the connection once the
+/// client sends a byte or closes; with `None` (the connection dropped, its
+/// descriptor released) once the tracker closes it: nothing sent within the
+/// header-read timeout, or room made for another.
+#[derive(Debug)]
+struct Parked {
+    conn: Option<(Tracked, SocketAddr)>,
+}
+
+impl std::future::Future for Parked {
+    type Output = Option<(Tracked, SocketAddr)>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some((t, _)) = self.conn.as_ref() else {
+            return Poll::Ready(None);
+        };
+        if t.clocks.register(cx) {
+            self.conn = None;
+            return Poll::Ready(None);
+        }
+        // Readiness is a hint (a new socket can be reported ready with nothing
+        // in it): the socket says, and a false report is cleared.
+        loop {
+            if t.inner.poll_read_ready(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let mut buf = [0u8; 2048];
+            match t
+                .inner
+                .try_io(tokio::io::Interest::READABLE, || peek(&t.inner, &mut buf))
+            {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // Bytes, the client's close or an error: the server's to see.
+                _ => return Poll::Ready(self.conn.take()),
+            }
+        }
     }
 }
 
@@ -332,6 +390,27 @@ impl Tracker {
             inner: listener,
             tracker: self.clone(),
             last_error_log: None,
+            parked: futures::stream::FuturesUnordered::new(),
+        }
+    }
+
+    /// Waits until the server holds no more than its limit: a connection closed
+    /// to make room may not have released its descriptor yet. Closes another
+    /// when that takes longer than [`RELEASE_WAIT`].
+    async fn room(&self) {
+        let t = self;
+        loop {
+            // Created before the check: a release in between is not lost.
+            let released = t.released.notified();
+            if t.lock().held() <= t.limits.max_connections {
+                return;
+            }
+            if tokio::time::timeout(RELEASE_WAIT, released).await.is_err() {
+                let mut table = t.lock();
+                if table.held() > t.limits.max_connections {
+                    t.make_room(&mut table);
+                }
+            }
         }
     }
 
@@ -470,6 +549,8 @@ pub struct Listener {
     inner: TcpListener,
     tracker: Tracker,
     last_error_log: Option<Instant>,
+    /// Accepted, not yet heard from ([`Parked`]).
+    parked: futures::stream::FuturesUnordered<Parked>,
 }
 
 impl Listener {
@@ -478,13 +559,43 @@ impl Listener {
     /// (`EMFILE` above all) are logged at most once a second and retried after a
     /// pause; out of descriptors, the connection [`victim_rank`] puts first is
     /// closed to get one back.
+    ///
+    /// A connection whose client has not sent a byte yet is held here
+    /// ([`Parked`]) and returned once it does; the connections it holds count
+    /// against the limit like any other.
     pub async fn accept_tracked(&mut self) -> (Tracked, SocketAddr) {
+        use futures::StreamExt;
         loop {
-            self.room().await;
-            match self.inner.accept().await {
+            tokio::select! {
+                biased;
+                Some(ready) = self.parked.next(), if !self.parked.is_empty() => {
+                    if let Some(conn) = ready {
+                        return conn;
+                    }
+                }
+                (conn, spoken) = Self::accept_one(&self.inner, &self.tracker, &mut self.last_error_log) => {
+                    if spoken {
+                        return conn;
+                    }
+                    self.parked.push(Parked { conn: Some(conn) });
+                }
+            }
+        }
+    }
+
+    /// Accepts one connection (see [`Listener::accept_tracked`]); true when its
+    /// client has already sent something.
+    async fn accept_one(
+        inner: &TcpListener,
+        tracker: &Tracker,
+        last_error_log: &mut Option<Instant>,
+    ) -> ((Tracked, SocketAddr), bool) {
+        loop {
+            tracker.room().await;
+            match inner.accept().await {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
-                    let t = &self.tracker;
+                    let t = tracker;
                     let mut table = t.lock();
                     if table.held() >= t.limits.max_connections {
                         // Before the new one is in the table: never the victim.
@@ -501,6 +612,7 @@ impl Listener {
                     }
                     table.conns.insert(id, clocks.clone());
                     drop(table);
+                    let spoken = has_spoken(&stream);
                     let tracked = Tracked {
                         inner: stream,
                         clocks,
@@ -510,49 +622,28 @@ impl Listener {
                             tracker: t.clone(),
                         },
                     };
-                    return (tracked, addr);
+                    return ((tracked, addr), spoken);
                 }
                 Err(e) => {
                     let now = Instant::now();
                     let exhausted = is_exhaustion(&e);
-                    if self
-                        .last_error_log
+                    if last_error_log
                         .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
                     {
                         let (open, held) = {
-                            let table = self.tracker.lock();
+                            let table = tracker.lock();
                             (table.conns.len(), table.held())
                         };
-                        tracing::warn!(server = self.tracker.name, error = %e, open, held, "accept failed; retrying");
-                        self.last_error_log = Some(now);
+                        tracing::warn!(server = tracker.name, error = %e, open, held, "accept failed; retrying");
+                        *last_error_log = Some(now);
                     }
-                    let released = self.tracker.released.notified();
+                    let released = tracker.released.notified();
                     if exhausted {
-                        let t = &self.tracker;
+                        let t = tracker;
                         let mut table = t.lock();
                         t.make_room(&mut table);
                     }
                     let _ = tokio::time::timeout(ACCEPT_BACKOFF, released).await;
-                }
-            }
-        }
-    }
-
-    /// Waits until the server holds no more than its limit: a connection closed
-    /// to make room may not have released its descriptor yet. Closes another
-    /// when that takes longer than [`RELEASE_WAIT`].
-    async fn room(&self) {
-        let t = &self.tracker;
-        loop {
-            // Created before the check: a release in between is not lost.
-            let released = t.released.notified();
-            if t.lock().held() <= t.limits.max_connections {
-                return;
-            }
-            if tokio::time::timeout(RELEASE_WAIT, released).await.is_err() {
-                let mut table = t.lock();
-                if table.held() > t.limits.max_connections {
-                    t.make_room(&mut table);
                 }
             }
         }
@@ -876,6 +967,65 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(peer, speaks_addr, "a silent connection was accepted first");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_waits_in_the_listener_until_it_speaks_or_is_closed() {
+        // As the kernel hands over a silent connection once TCP_DEFER_ACCEPT
+        // runs out: a listener without it.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tracker = Tracker::new(
+            "test",
+            Limits {
+                max_connections: 8,
+                header_read_timeout: Duration::from_millis(300),
+                idle_timeout: Duration::from_secs(60),
+            },
+        );
+        let shutdown = CancellationToken::new();
+        tokio::spawn(tracker.clone().sweep(shutdown.clone()));
+        let mut l = Listener {
+            inner: listener,
+            tracker: tracker.clone(),
+            last_error_log: None,
+            parked: futures::stream::FuturesUnordered::new(),
+        };
+        let mut silent = std::net::TcpStream::connect(addr).unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        let mut speaks = std::net::TcpStream::connect(addr).unwrap();
+        let speaks_addr = speaks.local_addr().unwrap();
+        std::io::Write::write_all(&mut speaks, b"x").unwrap();
+        let wait = Duration::from_secs(5);
+        let (first, peer) = tokio::time::timeout(wait, l.accept_tracked())
+            .await
+            .unwrap();
+        assert_eq!(
+            peer, speaks_addr,
+            "the silent connection went to the server"
+        );
+        // Parked, it still holds its place.
+        assert_eq!(tracker.lock().held(), 2);
+        // It speaks: now it is the server's.
+        std::io::Write::write_all(&mut silent, b"x").unwrap();
+        let (second, peer) = tokio::time::timeout(wait, l.accept_tracked())
+            .await
+            .unwrap();
+        assert_eq!(peer, silent_addr);
+        // One that never speaks is closed after the header-read timeout without
+        // ever being returned, and its descriptor is released.
+        let mut never = std::net::TcpStream::connect(addr).unwrap();
+        never.set_read_timeout(Some(wait)).unwrap();
+        let nothing = tokio::time::timeout(Duration::from_secs(2), l.accept_tracked()).await;
+        assert!(
+            nothing.is_err(),
+            "a connection that never spoke was returned"
+        );
+        assert_eq!(tracker.lock().held(), 2);
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut never, &mut byte).unwrap(), 0);
+        drop((first, second));
         shutdown.cancel();
     }
 
