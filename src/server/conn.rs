@@ -27,15 +27,15 @@
 //!   waits in the kernel, holding no descriptor and no place in the accept
 //!   queue ahead of the probes (every protocol served here, HTTP/1, HTTP/2 and
 //!   TLS, is client-speaks-first).
+//!   The accept queue is [`BACKLOG`] long (the kernel caps it at
+//!   `net.core.somaxconn`), not 128: with 128 it overflowed under 1,000
+//!   reconnecting clients and the kernel dropped the probes' SYNs, which their
+//!   clients resend only after 1 s, then 3 s.
 //! * keeps a connection the kernel hands over without a byte (when
 //!   `TCP_DEFER_ACCEPT` runs out) in the listener ([`Parked`]) until its
 //!   client sends one: no server task, no HTTP/1 or HTTP/2 buffers, no
 //!   HTTP/2 SETTINGS written for a client that never speaks; it still counts
 //!   against the limit and is closed by the rules below.
-//!   The accept queue is [`BACKLOG`] long (the kernel caps it at
-//!   `net.core.somaxconn`), not 128: with 128 it overflowed under 1,000
-//!   reconnecting clients and the kernel dropped the probes' SYNs, which their
-//!   clients resend only after 1 s, then 3 s.
 //!
 //! Independently a sweeper closes connections that
 //!
@@ -254,18 +254,18 @@ fn peek(stream: &TcpStream, buf: &mut [u8; 2048]) -> io::Result<usize> {
     .map_err(io::Error::from)
 }
 
-/// With [`defer_accept`] a probe's whole request is in the socket when it is
-/// accepted, before the task serving it first reads.
-fn peek_head(stream: &TcpStream) -> bool {
+/// What the socket holds at accept, in one peek: whether the client has sent
+/// something (or closed), so the connection is for a server to read (one that
+/// has not waits in the listener, [`Parked`]); and whether that is a whole
+/// HTTP/1 request head (with [`defer_accept`] a probe's request is there
+/// before the task serving it first reads).
+fn peek_at_accept(stream: &TcpStream) -> (bool, bool) {
     let mut buf = [0u8; 2048];
-    peek(stream, &mut buf).is_ok_and(|n| head_ends(&mut false, &buf[..n]))
-}
-
-/// The client has sent something (or closed): the connection is for a server
-/// to read. One that has not waits in the listener ([`Parked`]).
-fn has_spoken(stream: &TcpStream) -> bool {
-    let mut buf = [0u8; 2048];
-    !matches!(peek(stream, &mut buf), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    match peek(stream, &mut buf) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => (false, false),
+        Ok(n) => (true, head_ends(&mut false, &buf[..n])),
+        Err(_) => (true, false),
+    }
 }
 
 /// A connection accepted before its client sent a byte (the kernel hands one
@@ -398,17 +398,16 @@ impl Tracker {
     /// to make room may not have released its descriptor yet. Closes another
     /// when that takes longer than [`RELEASE_WAIT`].
     async fn room(&self) {
-        let t = self;
         loop {
             // Created before the check: a release in between is not lost.
-            let released = t.released.notified();
-            if t.lock().held() <= t.limits.max_connections {
+            let released = self.released.notified();
+            if self.lock().held() <= self.limits.max_connections {
                 return;
             }
             if tokio::time::timeout(RELEASE_WAIT, released).await.is_err() {
-                let mut table = t.lock();
-                if table.held() > t.limits.max_connections {
-                    t.make_room(&mut table);
+                let mut table = self.lock();
+                if table.held() > self.limits.max_connections {
+                    self.make_room(&mut table);
                 }
             }
         }
@@ -605,14 +604,14 @@ impl Listener {
                     let id = table.next;
                     let now = t.now();
                     let clocks = Arc::new(Clocks::new(now));
-                    if !t.multiplexed && peek_head(&stream) {
+                    let (spoken, whole_head) = peek_at_accept(&stream);
+                    if !t.multiplexed && whole_head {
                         clocks.heard.store(true, Ordering::Relaxed);
                         clocks.pending_since.store(now, Ordering::Relaxed);
                         clocks.requested.store(now, Ordering::Relaxed);
                     }
                     table.conns.insert(id, clocks.clone());
                     drop(table);
-                    let spoken = has_spoken(&stream);
                     let tracked = Tracked {
                         inner: stream,
                         clocks,
