@@ -511,6 +511,21 @@ mod tests {
         }
 
         #[test]
+        fn large_values_skim_like_a_full_walk(
+            model in large_value_model(),
+            per_leaf in 1usize..4,
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        ) {
+            // `exercise` compares the skimmed summary with the full walk's.
+            let mut bytes = build(&model, 1024, per_leaf, false, 1);
+            for (at, v) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = v;
+            }
+            exercise(&bytes);
+        }
+
+        #[test]
         fn mutated_real_databases_never_panic(
             flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
         ) {

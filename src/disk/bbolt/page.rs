@@ -237,12 +237,24 @@ impl Db {
     /// Reads one page and its overflow: one `pread` for the first page, one more
     /// for the rest.
     pub(super) fn read_page(&self, pgid: u64) -> Result<Page, BoltError> {
+        let page = self.read_head(pgid)?;
+        self.complete(page)
+    }
+
+    /// Reads the first page of page `pgid` only, its header checked (overflow
+    /// included); [`Db::complete`] reads the rest.
+    pub(super) fn read_head(&self, pgid: u64) -> Result<Page, BoltError> {
         self.check_span(pgid, 0)?;
         let mut data = Vec::new();
         let ps = u64::from(self.page_size);
         self.read_exact_into(pgid, self.page_offset(pgid), ps, &mut data)?;
         self.check_header(pgid, &data)?;
-        self.complete(Page { pgid, data })
+        Ok(Page { pgid, data })
+    }
+
+    /// The bytes of page `page` with its overflow.
+    pub(super) fn span_len(&self, page: &[u8]) -> u64 {
+        (u64::from(header(page).overflow) + 1) * u64::from(self.page_size)
     }
 
     /// Reads the part of a page's overflow not read yet, in one `pread`.
@@ -390,6 +402,51 @@ pub(super) fn leaf_elements<'a>(
         });
     }
     Ok(out)
+}
+
+/// The sub-bucket elements of a leaf page of which only `data`, a prefix of its
+/// `span_len` bytes, was read; every element is checked to lie inside the span,
+/// exactly as [`leaf_elements`] checks it against the whole page. `None` when
+/// the prefix is not enough to tell: the element table, or a sub-bucket's key or
+/// value, runs past it.
+pub(super) fn leaf_buckets_in_prefix<'a>(
+    db: &Db,
+    data: &'a [u8],
+    span_len: u64,
+    origin: Origin,
+) -> Result<Option<Vec<LeafElem<'a>>>, BoltError> {
+    let count = usize::from(header(data).count);
+    let table_end = (PAGE_HEADER + count * LEAF_ELEMENT) as u64;
+    if table_end > span_len {
+        return Err(element_error(db, origin, count as u64));
+    }
+    if table_end > data.len() as u64 {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for i in 0..count {
+        let at = PAGE_HEADER + i * LEAF_ELEMENT;
+        let flags = le_u32(data, at);
+        let pos = u64::from(le_u32(data, at + 4));
+        let ksize = u64::from(le_u32(data, at + 8));
+        let vsize = u64::from(le_u32(data, at + 12));
+        let kstart = at as u64 + pos;
+        // The value follows the key, so the value's end bounds both.
+        let end = kstart + ksize + vsize;
+        if end > span_len {
+            return Err(element_error(db, origin, i as u64));
+        }
+        if flags & BUCKET_LEAF == 0 {
+            continue;
+        }
+        let (Some(key), Some(value)) =
+            (span(data, kstart, ksize), span(data, kstart + ksize, vsize))
+        else {
+            return Ok(None);
+        };
+        out.push(LeafElem { flags, key, value });
+    }
+    Ok(Some(out))
 }
 
 /// The `(first key, child pgid)` elements of a branch page.

@@ -4,7 +4,8 @@
 //! reported instead of looping.
 
 use super::page::{
-    branch_elements, header, leaf_elements, BucketRoot, Kind, Origin, Page, PageSet, BUCKET_LEAF,
+    branch_elements, header, leaf_buckets_in_prefix, leaf_elements, BucketRoot, Kind, Origin, Page,
+    PageSet, BUCKET_LEAF,
 };
 use super::{BoltError, Db};
 
@@ -113,6 +114,11 @@ pub(super) struct Walker<'d> {
     pub(super) seen: PageSet,
     /// Pages (with overflow) visited.
     pub(super) pages: u64,
+    /// Counting pages only: the callback sees sub-bucket entries alone, and a
+    /// leaf's overflow is read only when a sub-bucket's key or value lies in it
+    /// (every element is still checked to lie inside its page). A bucket of
+    /// large values then costs one page read per leaf, not the values.
+    pub(super) skim: bool,
 }
 
 impl<'d> Walker<'d> {
@@ -121,6 +127,7 @@ impl<'d> Walker<'d> {
             db,
             seen: PageSet::new(db.page_limit()),
             pages: 0,
+            skim: false,
         }
     }
 
@@ -153,9 +160,13 @@ impl<'d> Walker<'d> {
     ) -> Result<(), BoltError> {
         match root {
             BucketRoot::Page(pgid) => {
-                let page = self.db.read_page(pgid)?;
+                let page = if self.skim {
+                    self.db.read_head(pgid)?
+                } else {
+                    self.db.read_page(pgid)?
+                };
                 self.mark(&page)?;
-                self.node(&page, depth, f)
+                self.node(page, depth, f)
             }
             BucketRoot::Inline { page, host } => {
                 let origin = Origin {
@@ -179,6 +190,9 @@ impl<'d> Walker<'d> {
         f: &mut EntryFn<'_, 'd>,
     ) -> Result<(), BoltError> {
         for e in leaf_elements(self.db, data, origin)? {
+            if self.skim && e.flags & BUCKET_LEAF == 0 {
+                continue;
+            }
             f(
                 self,
                 Entry {
@@ -193,10 +207,11 @@ impl<'d> Walker<'d> {
         Ok(())
     }
 
-    /// Visits a page already read and marked, and the subtree below it.
+    /// Visits a page already read (whole, or its first page when skimming) and
+    /// marked, and the subtree below it.
     pub(super) fn node(
         &mut self,
-        page: &Page,
+        page: Page,
         depth: u32,
         f: &mut EntryFn<'_, 'd>,
     ) -> Result<(), BoltError> {
@@ -207,7 +222,29 @@ impl<'d> Walker<'d> {
             host: page.pgid,
             offset: self.db.page_offset(page.pgid),
         };
-        match self.db.kind(&page.data, origin)? {
+        let kind = self.db.kind(&page.data, origin)?;
+        if self.skim {
+            if let Kind::Leaf = kind {
+                let span = self.db.span_len(&page.data);
+                if let Some(buckets) = leaf_buckets_in_prefix(self.db, &page.data, span, origin)? {
+                    for e in buckets {
+                        f(
+                            self,
+                            Entry {
+                                key: e.key,
+                                value: e.value,
+                                is_bucket: true,
+                                pgid: origin.host,
+                                depth,
+                            },
+                        )?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        let page = self.db.complete(page)?;
+        match kind {
             Kind::Leaf => self.leaf(&page.data, origin, depth, f),
             Kind::Branch => {
                 let children: Vec<u64> = branch_elements(self.db, &page.data, origin)?
@@ -220,8 +257,7 @@ impl<'d> Walker<'d> {
                         self.mark(p)?;
                     }
                     for p in pages {
-                        let p = self.db.complete(p)?;
-                        self.node(&p, depth + 1, f)?;
+                        self.node(p, depth + 1, f)?;
                     }
                 }
                 Ok(())
@@ -283,10 +319,15 @@ impl Db {
     /// included, so their pages count); with `count_pages`, every other bucket
     /// too, so that [`BucketScan::pages_in_use`] covers every page reachable from
     /// the chosen meta.
+    ///
+    /// With `skim`, the buckets walked only to count their pages are skimmed
+    /// ([`Walker::skim`]): the same count and the same errors, without reading
+    /// the values.
     pub(super) fn read_buckets(
         &self,
         wanted: &[&'static [u8]],
         count_pages: bool,
+        skim: bool,
     ) -> Result<BucketScan, BoltError> {
         let mut w = Walker::new(self);
         // Meta pages 0 and 1 are always in use.
@@ -309,7 +350,12 @@ impl Db {
                     visit_all(w, root, e.depth + 1, Some(&mut kvs))?;
                     records.push((*name, kvs));
                 }
-                None if count_pages => visit_all(w, root, e.depth + 1, None)?,
+                None if count_pages => {
+                    w.skim = skim;
+                    let walked = visit_all(w, root, e.depth + 1, None);
+                    w.skim = false;
+                    walked?
+                }
                 None => {}
             }
             Ok(())
