@@ -395,11 +395,12 @@ pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
         n => n,
     }
     .min(segments.len());
-    // Segments after the first, scanned ahead on worker threads.
+    // Every segment scanned ahead on worker threads: the first from the start
+    // of the log (what the sequential pass does), the others independently.
     let mut ahead: Vec<Option<Result<Independent, IoError>>> =
         (0..segments.len()).map(|_| None).collect();
     if threads > 1 {
-        let next = std::sync::atomic::AtomicUsize::new(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let done = std::sync::Mutex::new(&mut ahead);
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -409,7 +410,7 @@ pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(seg) = segments.get(i) else { break };
                         let mut st = State {
-                            independent: true,
+                            independent: i > 0,
                             ..State::default()
                         };
                         let res =
@@ -432,13 +433,18 @@ pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
         let is_last = i + 1 == count;
         let records_before = st.records;
         let end = match ahead[i].take() {
+            // The first segment, scanned from the log's start on a worker.
+            Some(Ok(ind)) if i == 0 => {
+                st = ind.st;
+                ind.end
+            }
             Some(Ok(ind)) if !ind.st.fell_back => match st.merge(ind.st, ind.end) {
                 Ok(end) => end,
                 Err(fail_at) => fail_at,
             },
             Some(Err(e)) => return Err(e.into()),
-            // The first segment, a segment that does not open with a crc
-            // record, or no threads: the sequential pass.
+            // A segment that does not open with a crc record, or no threads:
+            // the sequential pass.
             _ => scan_segment(seg, &mut st, &mut buf)?,
         };
         valid_end = (i, end.valid_offset());
