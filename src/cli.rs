@@ -69,6 +69,10 @@ pub struct InspectArgs {
     /// Also compute the KV hash, revision and key count `etcdutl snapshot status` prints.
     #[arg(long, env = "AGENT_INSPECT_HASH")]
     pub hash: bool,
+    /// Threads that read at once (default: one per core the process may use,
+    /// its CPU quota and affinity included).
+    #[arg(long, value_name = "N", env = "AGENT_INSPECT_THREADS")]
+    pub threads: Option<std::num::NonZeroUsize>,
     /// List what would make this etcd version (3.6, 3.7, 3.6.11, …) refuse or
     /// panic on the directory; exit 16 when something blocks.
     #[arg(long, value_name = "VERSION", value_parser = parse_etcd_version)]

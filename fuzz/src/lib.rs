@@ -618,6 +618,7 @@ pub mod targets {
                 hash: true,
                 usage: true,
                 locks: Probe::Ofd,
+                threads: 0,
             },
         );
         assert_eq!(tree(&root), before, "inspect changed the data directory");

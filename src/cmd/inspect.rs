@@ -20,6 +20,7 @@ pub fn run(args: &InspectArgs) -> crate::error::Result<Exit> {
             hash: args.hash,
             usage: true,
             locks: Probe::Thorough,
+            threads: args.threads.map_or(0, |n| n.get()),
         },
     );
     tracing::info!(

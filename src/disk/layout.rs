@@ -658,6 +658,46 @@ pub struct Options {
     /// How to look for a running etcd ([`Probe::Thorough`] unless a caller
     /// chooses the cheaper WAL-lock probe).
     pub locks: Probe,
+    /// Threads that read at once (0: one per core the process may use). With
+    /// `hash`, one of them reads the db while the others verify the WAL.
+    pub threads: usize,
+}
+
+impl Options {
+    /// The number of threads to read with: [`Options::threads`], or one per
+    /// core the process may use (its affinity and CPU quota).
+    pub fn thread_count(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+/// The backend read on its own thread while the WAL is verified. Dropped
+/// unused (inspect returned before it reached the backend), it still waits for
+/// the thread, so no read outlives the inspection.
+struct BackendAhead(Option<std::thread::JoinHandle<BackendResult>>);
+
+type BackendResult = Result<(Backend, Option<KvHash>), super::bbolt::BoltError>;
+
+impl BackendAhead {
+    fn result(mut self) -> Option<BackendResult> {
+        let handle = self.0.take()?;
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        )
+    }
+}
+
+impl Drop for BackendAhead {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 fn kind_of(ft: &std::fs::FileType) -> &'static str {
@@ -893,8 +933,23 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
         return r.fail(Fault::Partial, why, Some(paths.member_dir.clone()), None);
     }
 
-    // Initialized as far as etcd is concerned: read the WAL.
-    let wal = match wal::read_wal(&paths.wal_dir) {
+    // Initialized as far as etcd is concerned: read the WAL. The KV hash reads
+    // the whole db; with a second thread it does so while the WAL is verified,
+    // but only while no etcd holds the dir: a running etcd moves both, and the
+    // checks below hold only for a db read after the WAL and .snap files (read
+    // first, the db can predate the snapshot the WAL names). Only a regular
+    // file is opened (a FIFO would block the open forever, a symlink would lead
+    // out of the data dir): anything else is reported below.
+    let mut threads = opts.thread_count();
+    let db_is_file = snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file());
+    let ahead = BackendAhead(
+        (opts.hash && !r.running && db_is_file && threads > 1).then(|| {
+            threads -= 1;
+            let db_path = paths.db();
+            std::thread::spawn(move || read_backend(&db_path, opts))
+        }),
+    );
+    let wal = match wal::read_wal_with(&paths.wal_dir, threads) {
         Ok(w) => w,
         Err(e) => return wal_failure(r, e),
     };
@@ -1053,8 +1108,13 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // moving target. So while the locks are held a failed read is retried, and if
     // it keeps failing the backend is left out of the report; the WAL decides.
     let mut attempt = 1;
+    let mut ahead = Some(ahead);
     let backend = loop {
-        match read_backend(&db_path, opts) {
+        let read = match ahead.take().and_then(BackendAhead::result) {
+            Some(read) => read,
+            None => read_backend(&db_path, opts),
+        };
+        match read {
             Ok((summary, kv_hash)) => break BackendRead::Read { summary, kv_hash },
             Err(e) if r.running && !e.is_permission() => {
                 if attempt < RUNNING_DB_ATTEMPTS {
