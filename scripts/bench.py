@@ -111,7 +111,10 @@ def main():
     peer = (report.get("self_peer_urls") or ["http://127.0.0.1:2380"])[0]
 
     dd = lambda files: ["bash", "-c", " ".join(f"dd if={f} of=/dev/null bs=1M status=none;" for f in files)]
-    env = dict(os.environ, AGENT_KUBE="false", ETCD_VERSION=release, AGENT_LOG="error")
+    # The token the bench test formed the cluster with: preflight checks that the
+    # directory's IDs derive from it (a volume of another cluster is refused).
+    env = dict(os.environ, AGENT_KUBE="false", ETCD_VERSION=release, AGENT_LOG="error",
+               ETCD_INITIAL_CLUSTER_TOKEN="inspect-bench")
     one = ["taskset", "-c", "0"]
     cmds = {
         "raw WAL": dd(wal),
