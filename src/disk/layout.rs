@@ -1130,7 +1130,7 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
                     backend_state(&e),
                     e.to_string(),
                     Some(db_path),
-                    None,
+                    e.offset(),
                     Some(log),
                     Some(snapshot),
                 )

@@ -280,6 +280,20 @@ impl BoltError {
     pub fn is_permission(&self) -> bool {
         matches!(self, BoltError::Io(e) if e.is_permission())
     }
+
+    /// The byte of the file where the damage was found, when it is one place:
+    /// the page (or the read) at fault.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            BoltError::ShortRead { offset, .. }
+            | BoltError::PageIdMismatch { offset, .. }
+            | BoltError::PageType { offset, .. }
+            | BoltError::PageTooLarge { offset, .. }
+            | BoltError::ElementOutOfBounds { offset, .. }
+            | BoltError::PageReused { offset, .. } => Some(*offset),
+            _ => None,
+        }
+    }
 }
 
 /// Printable form of a key: text when it is, hex otherwise.
