@@ -643,6 +643,8 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
     phase("single member checked");
     several_segments_damaged(&inspector, m);
     phase("damaged segments checked");
+    parallel_reads_say_what_the_sequential_read_says(&inspector, m);
+    phase("parallel reads checked");
 
     // Three members, each with .snap files; one SIGKILLed (leaves 0.tmp).
     multi.put_many("k/", 6 * SNAPSHOT_COUNT as usize, 200);
@@ -792,6 +794,107 @@ fn several_segments_damaged(inspector: &Inspector, m: &Member) {
     let json = expect_outcome(&run, 0, "initialized");
     assert!(!json["wal"]["torn_tail"].is_null(), "{json:#}");
     assert!(run.stderr.contains("torn tail"), "{run}");
+}
+
+/// The report, hash included, is the same byte for byte whatever the number of
+/// readers: one (the sequential pass), two (on this machine's two cores: the db
+/// read beside the WAL) and four (more WAL workers than cores), on the intact
+/// dir and on damaged copies, where the first damage is the one reported.
+fn parallel_reads_say_what_the_sequential_read_says(inspector: &Inspector, m: &Member) {
+    let segs = m.wal_files();
+    assert!(segs.len() >= 3, "{segs:?}");
+    let scratch = tempfile::tempdir().unwrap();
+    let variants = |dir: &Path, hash: bool| -> Vec<(String, AgentRun)> {
+        ["1", "2", "4"]
+            .iter()
+            .map(|n| {
+                let mut extra = vec!["--threads", n];
+                if hash {
+                    extra.push("--hash");
+                }
+                (extra.join(" "), inspector.run(dir, &extra))
+            })
+            .collect()
+    };
+    // Every variant agrees with the sequential one; that one is returned.
+    let same = |name: &str, runs: Vec<(String, AgentRun)>| -> Value {
+        let (first, seq) = &runs[0];
+        for (args, run) in &runs[1..] {
+            assert_eq!(
+                (run.code, &run.stdout),
+                (seq.code, &seq.stdout),
+                "{name}: `{args}` differs from `{first}`"
+            );
+        }
+        serde_json::from_str(&seq.stdout).unwrap()
+    };
+
+    for hash in [false, true] {
+        let json = same("intact", variants(m.data_dir(), hash));
+        assert_eq!(json["state"], "initialized", "{json:#}");
+        if hash {
+            assert!(json["kv_hash"].is_object(), "{json:#}");
+        }
+    }
+
+    // A copy with one record's payload flipped in `damaged` segments: the read
+    // stops at the first one, whichever worker reached its segment first.
+    let damage_wal = |name: &str, damaged: &[usize]| -> PathBuf {
+        let copy = scratch.path().join(name);
+        copy_tree(m.data_dir(), &copy);
+        let wal = copy.join("member/wal");
+        for &i in damaged {
+            let seg = wal.join(segs[i].file_name().unwrap());
+            let fr = frames(&seg);
+            let f = fr[fr.len() / 2];
+            let at = f.offset + 8 + f.len / 2;
+            let b = read_at(&seg, at, 1)[0];
+            write_at(&seg, at, &[b ^ 0x5a]);
+        }
+        copy
+    };
+    let last = segs.len() - 1;
+    for (name, damaged) in [
+        ("first", vec![0]),
+        ("middle", vec![1]),
+        ("two", vec![1, last]),
+        ("last", vec![last]),
+    ] {
+        let copy = damage_wal(name, &damaged);
+        let first = segs[damaged[0]].file_name().unwrap().to_str().unwrap();
+        for hash in [false, true] {
+            let json = same(name, variants(&copy, hash));
+            assert_eq!(json["state"], "corrupt", "{name}: {json:#}");
+            let at = json["problem"]["path"].as_str().unwrap();
+            assert!(at.ends_with(first), "{name}: {at} is not {first}: {json:#}");
+            assert!(json["problem"]["offset"].is_u64(), "{name}: {json:#}");
+        }
+    }
+
+    // A db with a run of pages in its middle overwritten: the hash walk fails
+    // on the first bad page it reaches, the same one for every reader count.
+    let copy = scratch.path().join("db");
+    copy_tree(m.data_dir(), &copy);
+    let db = copy.join("member/snap/db");
+    let len = fs::metadata(&db).unwrap().len();
+    let from = (len / 3) & !4095;
+    write_at(&db, from, &garbage((len / 3) as usize & !4095));
+    let json = same("db", variants(&copy, true));
+    let intact = same("intact", variants(m.data_dir(), true));
+    let problem = &json["problem"];
+    assert!(
+        problem["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("member/snap/db"),
+        "{json:#}"
+    );
+    let at = problem["offset"].as_u64().expect("the page at fault");
+    assert!(
+        (from..from + len / 3).contains(&at),
+        "{at} is not in the damage: {json:#}"
+    );
+    assert_ne!(json, intact, "the damage was not seen: {json:#}");
 }
 
 #[test]
