@@ -403,19 +403,24 @@ pub(super) fn exercise(bytes: &[u8]) {
     }
 }
 
-pub(super) fn small_model() -> impl Strategy<Value = Model> {
+/// Models of `buckets` buckets of `keys` keys each, values `values` bytes long.
+fn model_of(
+    values: std::ops::Range<usize>,
+    keys: std::ops::Range<usize>,
+    buckets: std::ops::Range<usize>,
+) -> impl Strategy<Value = Model> {
     let key = proptest::collection::vec(any::<u8>(), 0..24);
-    let value = proptest::collection::vec(any::<u8>(), 0..64);
-    let bucket = proptest::collection::btree_map(key, value, 0..40);
+    let value = proptest::collection::vec(any::<u8>(), values);
+    let bucket = proptest::collection::btree_map(key, value, keys);
     let name = proptest::collection::vec(any::<u8>(), 1..8);
-    proptest::collection::btree_map(name, bucket, 0..5)
+    proptest::collection::btree_map(name, bucket, buckets)
+}
+
+pub(super) fn small_model() -> impl Strategy<Value = Model> {
+    model_of(0..64, 0..40, 0..5)
 }
 
 /// Models whose values often span overflow pages (at a page size of 1024).
 pub(super) fn large_value_model() -> impl Strategy<Value = Model> {
-    let key = proptest::collection::vec(any::<u8>(), 0..24);
-    let value = proptest::collection::vec(any::<u8>(), 0..4000);
-    let bucket = proptest::collection::btree_map(key, value, 0..12);
-    let name = proptest::collection::vec(any::<u8>(), 1..8);
-    proptest::collection::btree_map(name, bucket, 1..4)
+    model_of(0..4000, 0..12, 1..4)
 }
