@@ -682,7 +682,8 @@ struct BackendAhead(Option<std::thread::JoinHandle<BackendResult>>);
 type BackendResult = Result<(Backend, Option<KvHash>), super::bbolt::BoltError>;
 
 impl BackendAhead {
-    fn result(mut self) -> Option<BackendResult> {
+    /// The read ahead's result, once; `None` when there was none or it was taken.
+    fn take(&mut self) -> Option<BackendResult> {
         let handle = self.0.take()?;
         Some(
             handle
@@ -942,13 +943,13 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // out of the data dir): anything else is reported below.
     let mut threads = opts.thread_count();
     let db_is_file = snap_entries.iter().any(|(n, ft)| n == "db" && ft.is_file());
-    let ahead = BackendAhead(
-        (opts.hash && !r.running && db_is_file && threads > 1).then(|| {
+    let mut ahead = BackendAhead((opts.hash && !r.running && db_is_file && threads > 1).then(
+        || {
             threads -= 1;
             let db_path = paths.db();
             std::thread::spawn(move || read_backend(&db_path, opts))
-        }),
-    );
+        },
+    ));
     let wal = match wal::read_wal_with(&paths.wal_dir, threads) {
         Ok(w) => w,
         Err(e) => return wal_failure(r, e),
@@ -1108,9 +1109,8 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     // moving target. So while the locks are held a failed read is retried, and if
     // it keeps failing the backend is left out of the report; the WAL decides.
     let mut attempt = 1;
-    let mut ahead = Some(ahead);
     let backend = loop {
-        let read = match ahead.take().and_then(BackendAhead::result) {
+        let read = match ahead.take() {
             Some(read) => read,
             None => read_backend(&db_path, opts),
         };
