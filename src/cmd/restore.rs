@@ -11,7 +11,7 @@
 //! the data (a seed etcd bootstrapped empty with the same flags) 33; with another
 //! identity 11. Then the cheap checks that avoid half-done work: the tool exists
 //! and answers, the source exists, and the data dir's filesystem has room
-//! (`statvfs`, twice the snapshot plus the WAL segment etcd preallocates). Then
+//! (`statvfs`, twice the snapshot plus the two WAL segments etcd preallocates). Then
 //! the work, all inside `<data-dir>/.restore-staging/`: fetch and hash the
 //! snapshot, read its key-value content, run the version-matched tool (exit 31
 //! when it runs out of space, 32 when it fails or writes nothing), fsync, verify
@@ -64,8 +64,12 @@ use crate::restore::verify::{self, Content, ContentError, Expected, VerifyError}
 use crate::restore::{self as pieces};
 use crate::verdict::Verdict;
 
-/// etcd preallocates each WAL segment to this size; a restore writes one.
+/// etcd preallocates each WAL segment to this size.
 const WAL_SEGMENT_BYTES: u64 = 64_000_000;
+/// A restore tool's WAL holds two at its peak: `wal.Create` preallocates segment 0
+/// and the file pipeline it starts preallocates the next one (`0.tmp`) in the
+/// background until `Close` removes it (etcd `server/storage/wal/file_pipeline.go`).
+const WAL_PEAK_BYTES: u64 = 2 * WAL_SEGMENT_BYTES;
 /// Headroom for the `.snap` file and metadata.
 const SPACE_MARGIN_BYTES: u64 = 1 << 20;
 
@@ -579,7 +583,7 @@ enum Halt {
     },
     /// `statvfs` says the data dir's filesystem has too little room.
     #[error(
-        "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
+        "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates), but {available} are available",
         path.display()
     )]
     TooLittleSpace {
@@ -1211,11 +1215,11 @@ fn fetch_snapshot(
         return Err(no_trailer(&p.source, size));
     }
     let (fs_path, available) = stage::free_bytes(&p.data_dir)?;
-    // A restore stages the snapshot and the tool writes the db and a WAL segment;
+    // A restore stages the snapshot and the tool writes the db and WAL segments;
     // checking an existing member needs room for the staged copy only.
     let needed = if for_restore {
         size.saturating_mul(2)
-            .saturating_add(WAL_SEGMENT_BYTES + SPACE_MARGIN_BYTES)
+            .saturating_add(WAL_PEAK_BYTES + SPACE_MARGIN_BYTES)
     } else {
         size.saturating_add(SPACE_MARGIN_BYTES)
     };
@@ -1520,7 +1524,7 @@ mod tests {
         assert_eq!(
             Halt::TooLittleSpace { path: fs_path.clone(), size, needed, available }.to_string(),
             format!(
-                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the {WAL_SEGMENT_BYTES}-byte WAL segment etcd preallocates), but {available} are available",
+                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates), but {available} are available",
                 fs_path.display()
             )
         );

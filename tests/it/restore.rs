@@ -924,8 +924,9 @@ impl Drop for Tmpfs {
 fn not_enough_space_for_twice_the_snapshot_exits_31_before_anything_is_written() {
     let snap = big_snapshot();
     let size = std::fs::metadata(snap).unwrap().len();
-    // Room for the snapshot once (plus etcd's 64 MB WAL segment), not twice.
-    let wal_and_margin = 64_000_000 + (1 << 20);
+    // Room for the snapshot once (plus etcd's two preallocated 64 MB WAL
+    // segments: segment 0 and the pipeline's next one), not twice.
+    let wal_and_margin = 2 * 64_000_000 + (1 << 20);
     let room = (wal_and_margin + size + size / 2) / 1024 + 1;
     let fs = match Tmpfs::mount(&format!("{room}k")) {
         Ok(fs) => fs,
@@ -1286,7 +1287,7 @@ fn a_named_tool_that_cannot_run_is_32_and_no_other_tool_is_used() {
 fn running_out_of_space_inside_the_tool_is_31() {
     let snap = snapshot(EtcdVersion::V3_5);
     let size = std::fs::metadata(snap).unwrap().len();
-    let room = (64_000_000 + (1 << 20) + 4 * size) / 1024 + 2048;
+    let room = (2 * 64_000_000 + (1 << 20) + 4 * size) / 1024 + 2048;
     let fs = Tmpfs::mount(&format!("{room}k")).expect("a tmpfs (the tests run as root)");
     let data = fs.path().join("data");
     std::fs::create_dir(&data).unwrap();
