@@ -221,13 +221,23 @@ impl Db {
         let start = buf.len();
         let want = usize::try_from(len).map_err(|_| self.out_of_bounds(pgid, 0))?;
         buf.resize(start + want, 0);
-        let n = self.reader.read_at(offset, &mut buf[start..])?;
-        if n != want {
+        self.read_exact_at(pgid, offset, &mut buf[start..])
+    }
+
+    /// Fills `buf` with the bytes at `offset` (inside page `pgid`), all of them.
+    pub(super) fn read_exact_at(
+        &self,
+        pgid: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), BoltError> {
+        let n = self.reader.read_at(offset, buf)?;
+        if n != buf.len() {
             return Err(BoltError::ShortRead {
                 path: self.path().to_path_buf(),
                 pgid,
                 offset,
-                expected: len,
+                expected: buf.len() as u64,
                 found: n as u64,
             });
         }
@@ -268,11 +278,34 @@ impl Db {
         Ok(page)
     }
 
+    /// The whole span of `page` (first page and overflow) in `buf[..n]`, and `n`:
+    /// what `page` holds already is copied, the rest read in one `pread`. `buf`
+    /// is a buffer kept across pages: it only grows, so its bytes are written
+    /// (zeroed) once, not for every page; bytes past `n` are another page's and
+    /// never looked at.
+    pub(super) fn complete_into(&self, page: &Page, buf: &mut Vec<u8>) -> Result<usize, BoltError> {
+        let span = self.span_len(&page.data);
+        let n = usize::try_from(span).map_err(|_| self.out_of_bounds(page.pgid, 0))?;
+        let have = page.data.len().min(n);
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        buf[..have].copy_from_slice(&page.data[..have]);
+        let offset = self.page_offset(page.pgid) + have as u64;
+        self.read_exact_at(page.pgid, offset, &mut buf[have..n])?;
+        Ok(n)
+    }
+
     /// Reads several pages, returned in the order asked. Ids that are close in the
-    /// file are fetched with one `pread`. The overflow of a page that runs past
+    /// file are fetched with one `pread` into `group`, a buffer kept across calls
+    /// (it only grows, so it is zeroed once). The overflow of a page that runs past
     /// its group is left for [`Db::complete`], so a batch of large values is
     /// never in memory at once.
-    pub(super) fn read_pages(&self, ids: &[u64]) -> Result<Vec<Page>, BoltError> {
+    pub(super) fn read_pages(
+        &self,
+        ids: &[u64],
+        group: &mut Vec<u8>,
+    ) -> Result<Vec<Page>, BoltError> {
         let ps = u64::from(self.page_size);
         for &id in ids {
             self.check_span(id, 0)?;
@@ -294,13 +327,14 @@ impl Db {
                 last = id;
                 j += 1;
             }
-            let mut group = Vec::new();
-            self.read_exact_into(
-                first,
-                self.page_offset(first),
-                (last - first + 1) * ps,
-                &mut group,
-            )?;
+            let len = usize::try_from((last - first + 1) * ps)
+                .map_err(|_| self.out_of_bounds(first, 0))?;
+            if group.len() < len {
+                group.resize(len, 0);
+            }
+            let group = &mut group[..len];
+            self.read_exact_at(first, self.page_offset(first), group)?;
+            let group = &group[..];
             for &idx in &order[i..j] {
                 let pgid = ids[idx];
                 // `first <= pgid <= last`, so the page starts inside the group.

@@ -119,6 +119,10 @@ pub(super) struct Walker<'d> {
     /// (every element is still checked to lie inside its page). A bucket of
     /// large values then costs one page read per leaf, not the values.
     pub(super) skim: bool,
+    /// A page span read into a buffer kept across pages ([`Db::complete_into`]).
+    spare: Vec<u8>,
+    /// The coalesced reads of [`Db::read_pages`].
+    group: Vec<u8>,
 }
 
 impl<'d> Walker<'d> {
@@ -128,6 +132,8 @@ impl<'d> Walker<'d> {
             seen: PageSet::new(db.page_limit()),
             pages: 0,
             skim: false,
+            spare: Vec::new(),
+            group: Vec::new(),
         }
     }
 
@@ -243,16 +249,47 @@ impl<'d> Walker<'d> {
                 }
             }
         }
-        let page = self.db.complete(page)?;
+        if (page.data.len() as u64) >= self.db.span_len(&page.data) {
+            return self.visit(kind, &page.data, origin, depth, f);
+        }
+        // The overflow is read into the spare buffer. A nested bucket's pages,
+        // visited from inside, find it taken and use their own; the larger is kept.
+        let mut buf = std::mem::take(&mut self.spare);
+        let visited = match self.db.complete_into(&page, &mut buf) {
+            Ok(n) => {
+                drop(page);
+                self.visit(kind, &buf[..n], origin, depth, f)
+            }
+            Err(e) => Err(e),
+        };
+        if buf.len() > self.spare.len() {
+            self.spare = buf;
+        }
+        visited
+    }
+
+    /// The entries of a leaf, or the subtrees of a branch, whose whole span is
+    /// `data`.
+    fn visit(
+        &mut self,
+        kind: Kind,
+        data: &[u8],
+        origin: Origin,
+        depth: u32,
+        f: &mut EntryFn<'_, 'd>,
+    ) -> Result<(), BoltError> {
         match kind {
-            Kind::Leaf => self.leaf(&page.data, origin, depth, f),
+            Kind::Leaf => self.leaf(data, origin, depth, f),
             Kind::Branch => {
-                let children: Vec<u64> = branch_elements(self.db, &page.data, origin)?
+                let children: Vec<u64> = branch_elements(self.db, data, origin)?
                     .into_iter()
                     .map(|(_, c)| c)
                     .collect();
                 for chunk in children.chunks(BATCH_CHILDREN) {
-                    let pages = self.db.read_pages(chunk)?;
+                    let mut group = std::mem::take(&mut self.group);
+                    let pages = self.db.read_pages(chunk, &mut group);
+                    self.group = group;
+                    let pages = pages?;
                     for p in &pages {
                         self.mark(p)?;
                     }
