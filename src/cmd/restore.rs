@@ -78,6 +78,36 @@ const REMEDY_FORMED: &str = "do not restore this member: the cluster already for
 so it is replaced). To recreate a cluster from this snapshot on purpose, restore into empty directories of a new cluster \
 (a new --initial-cluster-token) with no live peers and no operator record of a formed cluster.";
 
+/// What a free-space check is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpaceFor {
+    /// A restore: the staged copy, the restored db and the tool's WAL.
+    Restore,
+    /// Comparing an existing member with a snapshot fetched from S3: the staged copy.
+    Compare,
+}
+
+impl SpaceFor {
+    fn doing(self) -> &'static str {
+        match self {
+            SpaceFor::Restore => "a restore of",
+            SpaceFor::Compare => "comparing this member with",
+        }
+    }
+
+    fn parts(self) -> String {
+        match self {
+            SpaceFor::Restore => format!(
+                "2 × the snapshot, for the staged copy and the restored db, plus the two \
+                 {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates, plus {SPACE_MARGIN_BYTES} bytes of margin"
+            ),
+            SpaceFor::Compare => {
+                format!("the staged copy, plus {SPACE_MARGIN_BYTES} bytes of margin")
+            }
+        }
+    }
+}
+
 /// Where the snapshot comes from.
 #[derive(Debug, Clone)]
 enum SourcePlan {
@@ -583,10 +613,12 @@ enum Halt {
     },
     /// `statvfs` says the data dir's filesystem has too little room.
     #[error(
-        "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates), but {available} are available",
-        path.display()
+        "not enough free space on {}: {} a {size}-byte snapshot needs {needed} bytes ({}), but {available} are available",
+        path.display(), purpose.doing(), purpose.parts()
     )]
     TooLittleSpace {
+        /// What the room is for.
+        purpose: SpaceFor,
         /// The path `statvfs` was asked about.
         path: PathBuf,
         /// The snapshot's size.
@@ -1230,6 +1262,11 @@ fn fetch_snapshot(
     });
     if available < needed {
         return Err(Halt::TooLittleSpace {
+            purpose: if for_restore {
+                SpaceFor::Restore
+            } else {
+                SpaceFor::Compare
+            },
             path: fs_path,
             size,
             needed,
@@ -1522,9 +1559,16 @@ mod tests {
         );
         let (fs_path, needed, available) = (PathBuf::from("/var/lib/etcd"), 5000u64, 10u64);
         assert_eq!(
-            Halt::TooLittleSpace { path: fs_path.clone(), size, needed, available }.to_string(),
+            Halt::TooLittleSpace { purpose: SpaceFor::Restore, path: fs_path.clone(), size, needed, available }.to_string(),
             format!(
-                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates), but {available} are available",
+                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates, plus 1048576 bytes of margin), but {available} are available",
+                fs_path.display()
+            )
+        );
+        assert_eq!(
+            Halt::TooLittleSpace { purpose: SpaceFor::Compare, path: fs_path.clone(), size, needed, available }.to_string(),
+            format!(
+                "not enough free space on {}: comparing this member with a {size}-byte snapshot needs {needed} bytes (the staged copy, plus 1048576 bytes of margin), but {available} are available",
                 fs_path.display()
             )
         );
