@@ -670,4 +670,51 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_smaller_span_after_a_larger_one_sees_only_its_own_bytes() {
+        // Leaves of overflowing values, large and smaller in turn: each span is
+        // read into a buffer kept across pages, longer than the span after a
+        // larger one.
+        let mut entries = Bucket::new();
+        for (i, size) in [40_000usize, 9_000, 100_000, 5_000, 20_000, 4_100]
+            .into_iter()
+            .enumerate()
+        {
+            entries.insert(rev_key(i as u64 + 1, 0, false), vec![i as u8 + 1; size]);
+        }
+        let mut model = Model::new();
+        model.insert(b"key".to_vec(), entries.clone());
+        for reverse in [false, true] {
+            let bytes = build(&model, 4096, 1, reverse, 1);
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(&write(&dir, &bytes)).unwrap();
+            assert_eq!(
+                all_kvs(&db, b"key"),
+                entries.clone().into_iter().collect::<Vec<_>>()
+            );
+            assert_eq!(db.kv_hash().unwrap().hash, model_hash(&model).0);
+        }
+
+        // A value that claims more than its own (smaller) span is out of bounds,
+        // though the buffer still holds the larger page's bytes where it points.
+        let (k1, k2) = (rev_key(1, 0, false), rev_key(2, 0, false));
+        let (big, small) = (vec![7u8; 40_000], vec![8u8; 5_000]);
+        let mut b = Builder::new(4096);
+        let l1 = b.leaf(&[(false, &k1, &big)]);
+        let l2 = b.leaf(&[(false, &k2, &small)]);
+        let vsize = l2 as usize * 4096 + PAGE_HEADER + 12;
+        put_u32(&mut b.data, vsize, 20_000);
+        let branch = b.branch(&[(&k1, l1), (&k2, l2)]);
+        let v = bucket_value(branch);
+        let root = b.leaf(&[(true, b"key", &v)]);
+        let bytes = b.finish(root, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&write(&dir, &bytes)).unwrap();
+        let err = db.kv_hash().unwrap_err();
+        assert!(
+            matches!(err, BoltError::ElementOutOfBounds { pgid, .. } if pgid == l2),
+            "{err:?}"
+        );
+    }
 }
