@@ -675,8 +675,10 @@ impl Options {
 }
 
 /// The backend read on its own thread while the WAL is verified. Dropped
-/// unused (inspect returned before it reached the backend), it still waits for
-/// the thread, so no read outlives the inspection.
+/// unused (inspect returned before it reached the backend: a corrupt WAL, a
+/// missing `.snap`), the thread is detached, not joined: the report does not wait
+/// for a db hash it will not use, nor hang on a data volume that hangs when the
+/// WAL is on another one. The thread only reads; its result is discarded.
 struct BackendAhead(Option<std::thread::JoinHandle<BackendResult>>);
 
 type BackendResult = Result<(Backend, Option<KvHash>), super::bbolt::BoltError>;
@@ -690,14 +692,6 @@ impl BackendAhead {
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p)),
         )
-    }
-}
-
-impl Drop for BackendAhead {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            let _ = h.join();
-        }
     }
 }
 
