@@ -33,40 +33,100 @@ def free_port():
         return s.getsockname()[1]
 
 
-def restart_to_healthy(etcd, data, name, timeout=120.0):
-    """Starts etcd on `data` and returns the seconds until /health says true;
-    stops it (SIGTERM, then SIGKILL) by its PID whatever happens."""
-    client, peer = free_port(), free_port()
+def start_etcd(etcd, name, data, peer_url, client, extra=()):
+    """Starts etcd (client on loopback port `client`); the caller stops it."""
     argv = [
         etcd, "--name", name, "--data-dir", data,
         "--listen-client-urls", f"http://127.0.0.1:{client}",
         "--advertise-client-urls", f"http://127.0.0.1:{client}",
-        "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-        "--quota-backend-bytes", "8589934592", "--log-level", "error",
+        "--listen-peer-urls", peer_url,
+        "--initial-advertise-peer-urls", peer_url,
+        "--quota-backend-bytes", "8589934592", "--log-level", "error", *extra,
     ]
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while True:
-            if p.poll() is not None:
-                sys.exit(f"bench: etcd exited ({p.returncode}) before it was healthy")
-            if time.perf_counter() - t0 > timeout:
-                sys.exit("bench: etcd not healthy in time")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=1) as r:
-                    if json.load(r).get("health") == "true":
-                        return time.perf_counter() - t0
-            except OSError:
-                pass
-            time.sleep(0.01)
-    finally:
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_healthy(p, client, t0, timeout=120.0):
+    """Seconds from t0 until etcd's /health says true."""
+    while True:
+        if p.poll() is not None:
+            sys.exit(f"bench: etcd exited ({p.returncode}) before it was healthy")
+        if time.perf_counter() - t0 > timeout:
+            sys.exit("bench: etcd not healthy in time")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=1) as r:
+                if json.load(r).get("health") == "true":
+                    return time.perf_counter() - t0
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
+def stop(p):
+    """SIGTERM, then SIGKILL, by the PID the bench started."""
+    if p.poll() is None:
         p.send_signal(signal.SIGTERM)
         try:
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def restart_to_healthy(etcd, data, name, peer_url=None, extra=()):
+    """Starts etcd on `data` and returns the seconds until /health says true;
+    stops it by its PID whatever happens."""
+    client = free_port()
+    peer_url = peer_url or f"http://127.0.0.1:{free_port()}"
+    t0 = time.perf_counter()
+    p = start_etcd(etcd, name, data, peer_url, client, extra)
+    try:
+        return wait_healthy(p, client, t0)
+    finally:
+        stop(p)
+
+
+def with_peers(etcd, etcdctl, data, name, peer_url, scratch):
+    """Makes the directory's member one of three: starts it (on a copy) on its
+    own peer URL, adds two members, which receive the data from it, and stops it,
+    leaving the two with quorum. Returns (the copy, the peers' client URLs, the
+    running peers)."""
+    copy = os.path.join(scratch, name)
+    shutil.copytree(data, copy, symlinks=True)
+    peers = []
+    client0 = free_port()
+    p0 = start_etcd(etcd, name, copy, peer_url, client0)
+    try:
+        wait_healthy(p0, client0, time.perf_counter())
+        cluster = f"{name}={peer_url}"
+        for i in (1, 2):
+            pname, purl, pclient = f"bench-peer{i}", f"http://127.0.0.1:{free_port()}", free_port()
+            add = [etcdctl, "--endpoints", f"http://127.0.0.1:{client0}", "member", "add", pname,
+                   f"--peer-urls={purl}"]
+            # etcd refuses a member add ("unhealthy cluster") until the member
+            # added before has been connected for a while: retry, bounded.
+            deadline = time.perf_counter() + 60
+            while True:
+                r = subprocess.run(add, capture_output=True, text=True, timeout=30)
+                if r.returncode == 0:
+                    break
+                if time.perf_counter() > deadline:
+                    sys.exit(f"bench: member add {pname} failed: {r.stderr[-500:]}")
+                time.sleep(1)
+            cluster += f",{pname}={purl}"
+            p = start_etcd(etcd, pname, os.path.join(scratch, pname), purl, pclient,
+                           ["--initial-cluster", cluster, "--initial-cluster-state", "existing",
+                            "--initial-cluster-token", "inspect-bench"])
+            p.client = pclient
+            peers.append(p)
+            wait_healthy(p, pclient, time.perf_counter(), timeout=300.0)
+    except BaseException:
+        for p in peers:
+            stop(p)
+        raise
+    finally:
+        stop(p0)
+    return copy, [f"http://127.0.0.1:{p.client}" for p in peers], peers
 
 
 def main():
@@ -153,16 +213,46 @@ def main():
         shutil.rmtree(scratch, ignore_errors=True)
     med["etcd restart-to-healthy"] = statistics.median(restarts)
 
+    # The goal's case: the member is one of three and its two peers are up while
+    # preflight runs (it asks them) and while etcd restarts (it rejoins them).
+    scratch = tempfile.mkdtemp(prefix="bench-peers-", dir=os.path.dirname(a.data))
+    peers = []
+    try:
+        copy, endpoints, peers = with_peers(etcd, os.path.join(a.etcd_dir, "etcdctl"), a.data, name, peer, scratch)
+        penv = dict(env, ETCD_PEER_ENDPOINTS=",".join(endpoints))
+        argv = [a.agent, "preflight", "--data-dir", copy, "--name", name, "--peer-urls", peer,
+                "--verdict-file", os.path.join(scratch, "verdict.json"), "-o", "json"]
+        out = subprocess.run(argv, env=penv, capture_output=True, text=True)
+        doc = json.loads(out.stdout)
+        asked = [e for e in doc.get("evidence", []) if e.get("source") == "etcd"]
+        if out.returncode != 0 or doc.get("verdict") != "start" or not any(e.get("answered") for e in asked):
+            sys.exit(f"bench: preflight with peers did not start on the peers' word: {out.stdout[:2000]}")
+        run_once(argv, penv)
+        times["preflight, peers up"] = []
+        for _ in range(a.rounds * a.runs):
+            took, _, code = run_once(argv, penv)
+            if code != 0:
+                sys.exit(f"bench: preflight with peers exited {code}")
+            times["preflight, peers up"].append(took)
+        med["preflight, peers up"] = statistics.median(times["preflight, peers up"])
+        rejoins = [restart_to_healthy(etcd, copy, name, peer_url=peer) for _ in range(max(3, a.rounds))]
+        med["etcd restart, peers up"] = statistics.median(rejoins)
+    finally:
+        for p in peers:
+            stop(p)
+        shutil.rmtree(scratch, ignore_errors=True)
+
     ratios = {
         "inspect_vs_raw_wal": med["inspect"] / med["raw WAL"],
         "inspect_1core_vs_raw_wal": med["inspect, 1 core"] / med["raw WAL"],
         "hash_vs_raw_all": med["inspect --hash"] / med["raw WAL+snap+db"],
         "hash_1core_vs_raw_all": med["--hash, 1 core"] / med["raw WAL+snap+db"],
         "hash_vs_etcdutl": med["inspect --hash"] / med["etcdutl status"],
-        "preflight_vs_restart": med["preflight"] / med["etcd restart-to-healthy"],
+        "preflight_vs_restart": med["preflight, peers up"] / med["etcd restart, peers up"],
+        "preflight_alone_vs_restart_alone": med["preflight"] / med["etcd restart-to-healthy"],
         # The least a preflight that verifies every WAL record can take: the raw
         # read of the WAL alone, split over every core, against the restart.
-        "raw_wal_per_core_vs_restart": med["raw WAL"] / (os.cpu_count() or 1) / med["etcd restart-to-healthy"],
+        "raw_wal_per_core_vs_restart": med["raw WAL"] / (os.cpu_count() or 1) / med["etcd restart, peers up"],
     }
     peak = max(rss)
     goals = {
