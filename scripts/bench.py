@@ -41,7 +41,10 @@ def start_etcd(etcd, name, data, peer_url, client, extra=()):
         "--advertise-client-urls", f"http://127.0.0.1:{client}",
         "--listen-peer-urls", peer_url,
         "--initial-advertise-peer-urls", peer_url,
-        "--quota-backend-bytes", "8589934592", "--log-level", "error", *extra,
+        # The bench dir was written with every WAL segment kept; a start with
+        # etcd's default (--max-wals=5) would purge it to 5, and every later
+        # start would be of a smaller directory than the one preflight read.
+        "--quota-backend-bytes", "8589934592", "--max-wals=0", "--log-level", "error", *extra,
     ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -219,6 +222,9 @@ def main():
     peers = []
     try:
         copy, endpoints, peers = with_peers(etcd, os.path.join(a.etcd_dir, "etcdctl"), a.data, name, peer, scratch)
+        kept = len(glob.glob(os.path.join(copy, "member/wal/*.wal")))
+        if kept < len(wal):
+            sys.exit(f"bench: the member's WAL shrank to {kept} segments (of {len(wal)}) while it joined")
         penv = dict(env, ETCD_PEER_ENDPOINTS=",".join(endpoints))
         argv = [a.agent, "preflight", "--data-dir", copy, "--name", name, "--peer-urls", peer,
                 "--verdict-file", os.path.join(scratch, "verdict.json"), "-o", "json"]
