@@ -188,7 +188,7 @@ def main():
         "--hash, 1 core": one + [a.agent, "inspect", "--data-dir", a.data, "--hash", "-o", "json"],
         "etcdutl status": [etcdutl, "snapshot", "status", db, "-w", "json"],
         "preflight": [a.agent, "preflight", "--data-dir", a.data, "--name", name, "--peer-urls", peer,
-                      "--verdict-file", os.path.join(tempfile.gettempdir(), f"bench-verdict-{os.getpid()}.json"),
+                      "--verdict-file", os.path.join(os.path.dirname(a.data), "bench-verdict.json"),
                       "-o", "json"],
     }
     for argv in cmds.values():  # warm the page cache
