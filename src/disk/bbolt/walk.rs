@@ -255,13 +255,10 @@ impl<'d> Walker<'d> {
         // The overflow is read into the spare buffer. A nested bucket's pages,
         // visited from inside, find it taken and use their own; the larger is kept.
         let mut buf = std::mem::take(&mut self.spare);
-        let visited = match self.db.complete_into(&page, &mut buf) {
-            Ok(n) => {
-                drop(page);
-                self.visit(kind, &buf[..n], origin, depth, f)
-            }
-            Err(e) => Err(e),
-        };
+        let visited = self.db.complete_into(&page, &mut buf).and_then(|n| {
+            drop(page);
+            self.visit(kind, &buf[..n], origin, depth, f)
+        });
         if buf.len() > self.spare.len() {
             self.spare = buf;
         }
