@@ -76,13 +76,13 @@ def stop(p):
             p.wait()
 
 
-def restart_to_healthy(etcd, data, name, peer_url=None, extra=()):
+def restart_to_healthy(etcd, data, name, peer_url=None):
     """Starts etcd on `data` and returns the seconds until /health says true;
     stops it by its PID whatever happens."""
     client = free_port()
     peer_url = peer_url or f"http://127.0.0.1:{free_port()}"
     t0 = time.perf_counter()
-    p = start_etcd(etcd, name, data, peer_url, client, extra)
+    p = start_etcd(etcd, name, data, peer_url, client)
     try:
         return wait_healthy(p, client, t0)
     finally:
@@ -96,7 +96,7 @@ def with_peers(etcd, etcdctl, data, name, peer_url, scratch):
     running peers)."""
     copy = os.path.join(scratch, name)
     shutil.copytree(data, copy, symlinks=True)
-    peers = []
+    peers, endpoints = [], []
     client0 = free_port()
     p0 = start_etcd(etcd, name, copy, peer_url, client0)
     try:
@@ -120,8 +120,8 @@ def with_peers(etcd, etcdctl, data, name, peer_url, scratch):
             p = start_etcd(etcd, pname, os.path.join(scratch, pname), purl, pclient,
                            ["--initial-cluster", cluster, "--initial-cluster-state", "existing",
                             "--initial-cluster-token", "inspect-bench"])
-            p.client = pclient
             peers.append(p)
+            endpoints.append(f"http://127.0.0.1:{pclient}")
             wait_healthy(p, pclient, time.perf_counter(), timeout=300.0)
     except BaseException:
         for p in peers:
@@ -129,7 +129,7 @@ def with_peers(etcd, etcdctl, data, name, peer_url, scratch):
         raise
     finally:
         stop(p0)
-    return copy, [f"http://127.0.0.1:{p.client}" for p in peers], peers
+    return copy, endpoints, peers
 
 
 def main():
@@ -228,7 +228,7 @@ def main():
         penv = dict(env, ETCD_PEER_ENDPOINTS=",".join(endpoints))
         argv = [a.agent, "preflight", "--data-dir", copy, "--name", name, "--peer-urls", peer,
                 "--verdict-file", os.path.join(scratch, "verdict.json"), "-o", "json"]
-        out = subprocess.run(argv, env=penv, capture_output=True, text=True)
+        out = subprocess.run(argv, env=penv, capture_output=True, text=True, timeout=120)
         doc = json.loads(out.stdout)
         asked = [e for e in doc.get("evidence", []) if e.get("source") == "etcd"]
         if out.returncode != 0 or doc.get("verdict") != "start" or not any(e.get("answered") for e in asked):
