@@ -38,6 +38,7 @@ mod preflight_kube;
 mod preflight_soundness;
 mod restore;
 mod restore_s3;
+mod rollback;
 mod serve;
 mod serve_api;
 mod serve_limits;
