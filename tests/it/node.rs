@@ -362,7 +362,7 @@ async fn pr_355(version: EtcdVersion) {
     // A Warning Event on the Pod, named after the verdict.
     let event = wait_warning(&node, NS, seed, "refuse-empty-formed").await;
     assert!(!event.is_empty());
-    say(&format!("Warning Event refuse-empty-formed: {event}"));
+    say("and in a Warning Event on the Pod, reason refuse-empty-formed, the reason its message");
     // The native sidecar runs while preflight refuses, and reports it.
     let agent = status_of(&pod, "agent");
     assert!(
@@ -408,9 +408,11 @@ async fn pr_355(version: EtcdVersion) {
     let (code, body) = agent_get(seed, "/readyz").unwrap();
     assert_eq!(code, 503, "{body}");
     say(&format!(
-        "and in its push report to the collector; /readyz {code}:\n{}",
-        body.trim()
+        "and in its push report to the collector; /readyz {code}:"
     ));
+    for line in body.lines() {
+        say(&format!("  {line}"));
+    }
     // Still refused, still not started, after the reports were seen.
     let pod = node.pod(NS, seed).await;
     etcd_never_started(&pod).unwrap_or_else(|e| panic!("{e}"));
