@@ -94,6 +94,24 @@ async fn the_node_runs_a_pod_and_leaves_nothing_behind() {
     assert!(traces.is_empty(), "left on the host: {traces:?}");
 }
 
+/// One node per machine: while the lock is held, another taker (another
+/// thread here, another test process elsewhere) waits, and a bounded wait that
+/// runs out fails naming the holder.
+#[test]
+fn the_node_lock_is_exclusive_and_a_bounded_wait_fails_naming_the_holder() {
+    use crate::common::node::lock::{lock_wait, NodeLock};
+    let held = NodeLock::acquire("the holder", lock_wait());
+    let waiter = std::thread::spawn(|| NodeLock::acquire("the waiter", Duration::from_millis(300)));
+    let Err(err) = waiter.join() else {
+        panic!("a second lock was taken while the first was held");
+    };
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("another node holds"), "{msg}");
+    assert!(msg.contains("the holder"), "the holder is not named: {msg}");
+    drop(held);
+    drop(NodeLock::acquire("after release", Duration::from_secs(5)));
+}
+
 // ---------------------------------------------------------------------------
 // What the scenarios share.
 

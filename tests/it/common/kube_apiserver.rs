@@ -21,7 +21,8 @@
 //!
 //! Nothing else runs: no scheduler, no kubelet, no controller-manager. Pods are
 //! created and never scheduled; a test writes their status through `pods/status`
-//! as a kubelet would. There is no `default` ServiceAccount (the controller that
+//! as a kubelet would (or runs a real kubelet beside the server: `node/`, whose
+//! client certificates [`KubeApiServer::issue_client_cert`] signs). There is no `default` ServiceAccount (the controller that
 //! makes it is not running) and no `kube-root-ca.crt` ConfigMap: Pods name their
 //! ServiceAccount and tests create what they reference.
 //!
