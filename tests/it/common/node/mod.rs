@@ -168,6 +168,10 @@ impl Node {
     }
 
     async fn start_with(b: NodeBuilder) -> Node {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "a node needs root (cgroups, mounts, sysctls): run the node:: tests as root"
+        );
         let who = std::thread::current()
             .name()
             .unwrap_or("unnamed test")
