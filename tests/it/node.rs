@@ -341,7 +341,7 @@ async fn pr_355(version: EtcdVersion) {
             NS,
             seed,
             "refused by preflight (exit 10) and retried twice",
-            patience() * 2,
+            patience() * 3,
             &mut |p| {
                 etcd_never_started(p).unwrap_or_else(|e| panic!("{e}"));
                 let s = container_status(p, "preflight")?;
@@ -848,7 +848,7 @@ async fn container_only_restarts_skip_preflight_and_a_wipe_between_crash_loops_u
             NS,
             m,
             "etcd crash-looping on the wiped dir",
-            patience() * 2,
+            patience() * 3,
             &mut |p| {
                 let s = container_status(p, "etcd")?;
                 let last = s.last_state.as_ref()?.terminated.as_ref()?;
@@ -880,7 +880,7 @@ async fn container_only_restarts_skip_preflight_and_a_wipe_between_crash_loops_u
         NS,
         m,
         "crashing twice more, never Ready",
-        patience() * 2,
+        patience() * 3,
         &mut |p| {
             assert!(
                 !is_ready(p),
@@ -1267,7 +1267,7 @@ async fn the_native_sidecar_starts_first_outlives_etcd_restarts_and_stops_last()
             NS,
             seed,
             "preflight refused three times",
-            patience() * 2,
+            patience() * 3,
             &mut |p| {
                 etcd_never_started(p).unwrap_or_else(|e| panic!("{e}"));
                 let s = container_status(p, "preflight")?;
