@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{DataDirArgs, EvidenceArgs, PreflightArgs};
 use crate::disk::ids::{self, ClusterId, HexIdError, MemberId};
-use crate::disk::layout::{self, DirKind, DirState, Inspection, Options, Paths};
+use crate::disk::layout::{self, DirKind, Inspection, Options, Paths};
 use crate::disk::lock::Probe;
 use crate::disk::upgrade::{self, Target, UpgradeCheck};
 use crate::disk::wal;
@@ -24,9 +24,10 @@ use crate::error::Error;
 use crate::evidence::{self, etcd as live_src, kube as kube_src, lease as witness_src, Source};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, write_termination_message};
+use crate::verdict::version::{self, AboutToStart, ETCD_CONTAINER};
 use crate::verdict::{
-    self, Answer, Decision, Dir, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row,
-    SelfFacts, Verdict, WitnessFacts,
+    self, Answer, Decision, DirFacts, LiveFacts, LiveMemberFacts, OperatorFacts, Row, SelfFacts,
+    Verdict, WitnessFacts,
 };
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
@@ -70,33 +71,15 @@ const ETCD_BINARIES: [&str; 1] = ["/usr/local/bin/etcd"];
 /// Bound on `etcd --version`.
 const ETCD_VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The container of this Pod whose image is the etcd about to start (the
-/// operator's name for it).
-const ETCD_CONTAINER: &str = "etcd";
 /// The Pod read for the image is bounded on its own: a throttled or hanging
 /// `get pods` must not hold the verdict for the whole budget, nor leave no
 /// time for the `etcd --version` fallback.
 const IMAGE_READ_BUDGET: Duration = Duration::from_secs(3);
 
-/// The etcd a check is for, where that was learnt, and a warning when the
-/// sources disagree.
-struct AboutToStart {
-    target: Target,
-    from: String,
-    warning: Option<String>,
-    /// `--etcd-version` when it names another line than the image's tag: the
-    /// check runs for both, and refuses only what blocks for both.
-    disagreeing: Option<Target>,
-}
-
-/// The version of the etcd about to start: the tag of this Pod's `etcd`
-/// container image when it reads as a 3.x version and no digest pins the
-/// image (what the kubelet starts: an `ETCD_VERSION` left behind by an image
-/// rollback is a warning; when the two disagree the check runs for both, since
-/// a tag is not always etcd's version — a wrapper image's own), else
-/// `--etcd-version`, else what `etcd --version` prints
-/// ("etcd Version: 3.6.11") for the first binary of [`ETCD_BINARIES`] that
-/// answers within [`ETCD_VERSION_TIMEOUT`]. `Err` (why) when none says.
+/// The etcd about to start: what the image or `--etcd-version` say (the
+/// policy is `verdict::version::about_to_start`), else what `etcd --version`
+/// prints ("etcd Version: 3.6.11") for the first binary of [`ETCD_BINARIES`]
+/// that answers within [`ETCD_VERSION_TIMEOUT`]. `Err` (why) when none says.
 /// `image`: the Pod's read (`None`: not asked; `Ok(None)`: no such container).
 fn etcd_about_to_start(
     cfg: &Config,
@@ -106,43 +89,12 @@ fn etcd_about_to_start(
     if cfg.etcd_version.is_none() && !cfg.probe_etcd_version {
         return Err("not asked".into());
     }
-    let from_image = match image {
-        Some(Ok(Some(img))) => crate::evidence::pod::image_tag(img)
-            .and_then(Target::parse)
-            .filter(|t| t.major == 3)
-            .map(|t| (t, img.clone())),
+    let image = match image {
+        Some(Ok(Some(img))) => crate::evidence::pod::image_tag(img).map(|tag| (img.as_str(), tag)),
         _ => None,
     };
-    if let Some((target, img)) = from_image {
-        let disagreeing = cfg
-            .etcd_version
-            .filter(|given| (given.major, given.minor) != (target.major, target.minor));
-        let warning = cfg
-            .etcd_version
-            .filter(|given| {
-                (given.major, given.minor) != (target.major, target.minor)
-                    || given.patch.is_some_and(|p| Some(p) != target.patch)
-            })
-            .map(|given| {
-                format!(
-                    "ETCD_VERSION (--etcd-version) says {given} but this Pod's {ETCD_CONTAINER} container runs {img}: \
-                     the upgrade check is for {target}, the image's version (update ETCD_VERSION)"
-                )
-            });
-        return Ok(AboutToStart {
-            target,
-            from: format!("the {ETCD_CONTAINER} container's image {img}"),
-            warning,
-            disagreeing,
-        });
-    }
-    if let Some(t) = cfg.etcd_version {
-        return Ok(AboutToStart {
-            target: t,
-            from: "--etcd-version".into(),
-            warning: None,
-            disagreeing: None,
-        });
+    if let Some(about) = version::about_to_start(image, cfg.etcd_version) {
+        return Ok(about);
     }
     let mut tried = Vec::new();
     for bin in ETCD_BINARIES {
@@ -577,58 +529,32 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             ),
         };
         // The network only matters when the directory does not decide on its own.
-        let needs_network =
-            matches!(dir.kind(), DirKind::Empty | DirKind::Initialized) && !dir.running;
-        let gathered = match (needs_network, early) {
+        let facts = DirFacts::of(&dir, None);
+        let gathered = match (verdict::needs_network(&facts), early) {
             (false, _) => None,
             (true, Some(g)) => Some(g),
             (true, None) => Some(network.await),
         };
-        Ok((dir, dir_elapsed, gathered))
+        Ok((dir, facts, dir_elapsed, gathered))
     });
     // A host-name lookup stuck in getaddrinfo (a DNS server that never answers)
     // runs on a blocking thread no timeout can cancel; dropping the runtime
     // would wait for it, past the budget.
     rt.shutdown_background();
-    let (dir, dir_elapsed, gathered) = match read_and_gathered {
+    let (dir, mut dir_facts, dir_elapsed, gathered) = match read_and_gathered {
         Ok(done) => done,
         Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
     };
 
     // The upgrade check, for an initialized directory nothing else refuses yet.
     let mut version_warning = None;
-    let upgrade_check = if dir.kind() == DirKind::Initialized && !dir.running {
+    let upgrade_check = if dir_facts.initialized() && verdict::needs_network(&dir_facts) {
         let budget = deadline.saturating_duration_since(Instant::now());
         let image = gathered.as_ref().and_then(|g| g.etcd_image.as_ref());
         match etcd_about_to_start(cfg, budget, image) {
-            Ok(AboutToStart {
-                target,
-                from,
-                warning,
-                disagreeing,
-            }) => {
-                let mut check = upgrade::check(&dir, target, &cfg.etcd_flags);
-                check.from = Some(from.clone());
+            Ok(about) => {
+                let (check, warning) = version::check(&dir, &about, &cfg.etcd_flags);
                 version_warning = warning;
-                // The image's tag and ETCD_VERSION name different lines: one
-                // of them is wrong (an ETCD_VERSION left behind, or a tag that
-                // is a wrapper image's own version). Refuse only what etcd of
-                // both would refuse; a start etcd itself then refuses costs a
-                // crash loop, a wrong refusal the member.
-                if let Some(given) = disagreeing.filter(|_| check.blocked) {
-                    let other = upgrade::check(&dir, given, &cfg.etcd_flags);
-                    if !other.blocked {
-                        let codes: Vec<&str> = check.blockers().map(|f| f.code).collect();
-                        version_warning = Some(format!(
-                            "{from} reads as etcd {target}, for which the upgrade check blocks ({}), but ETCD_VERSION (--etcd-version) says {given}, for which nothing blocks: the start is not refused on a version the two disagree on; if the container really runs {target}, set ETCD_VERSION={target}",
-                            codes.join(", ")
-                        ));
-                        check = other;
-                        check.from = Some(format!(
-                            "--etcd-version (the image's tag, {target}, disagrees)"
-                        ));
-                    }
-                }
                 tracing::info!(target = %check.target, from = ?check.from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
                 Some(check)
             }
@@ -640,7 +566,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     } else {
         None
     };
-    let dir_facts = dir_facts(&dir, upgrade_check.clone());
+    dir_facts.set_upgrade(upgrade_check.clone());
     let Gathered {
         live,
         operator,
@@ -835,75 +761,21 @@ async fn ask_live(
             not_configured(Source::Etcd, "ETCD_PEER_ENDPOINTS is not set"),
         );
     };
-    // An answer showing this member started settles the question:
-    // nothing unstarts a member. For an empty directory only the
-    // leader's answer does, the most current view (a lagging member may
-    // still list the previous incarnation of a removed and re-added
-    // member as started). A directory with a WAL needs the live list only
-    // to corroborate its IDs: an answer of the directory's own cluster
-    // listing the directory's member started does, so a leaderless
-    // cluster with a black-holed peer cannot hold a restart to the
-    // deadline — and endpoints that also reach another cluster cannot
-    // decide by the luck of which answers first.
-    let me = &cfg.me;
-    let is_me = |m: &live_src::LiveMember| {
-        m.started
-            && (me.name.as_deref() == Some(m.member.name.as_str())
-                || m.member.peer_urls.iter().any(|u| me.has_peer_url(u)))
-    };
-    let started_here = |view: &live_src::LiveCluster| match wal {
-        None => view.leader == Some(view.responder_member_id) && view.members.iter().any(is_me),
-        Some(Some((member, cluster))) => {
-            view.cluster_id == cluster
-                && view
-                    .members
-                    .iter()
-                    .any(|m| m.member.id == member && is_me(m))
-        }
-        // A WAL whose first records could not be read: the full read
-        // decides (corrupt or unreadable); nothing settles early.
-        Some(None) => false,
+    // One answer that shows this member started settles the question
+    // (`verdict::settles`): the full list is not needed.
+    let settles = |view: &live_src::LiveCluster| {
+        let mut answer = live_facts(view);
+        answer.leader_heard = view.leader == Some(view.responder_member_id);
+        verdict::settles(&cfg.me, wal, &answer)
     };
     let own_cluster = match wal {
         Some(Some((_, cluster))) => Some(cluster),
         _ => None,
     };
-    let settled = |view: &live_src::LiveCluster| !wait_for_leader && started_here(view);
+    let settled = |view: &live_src::LiveCluster| !wait_for_leader && settles(view);
     match live_src::probe_until(conn, deadline, own_cluster, settled).await {
         Ok(l) => {
-            let facts = LiveFacts {
-                cluster_id: l.cluster_id,
-                members: l
-                    .members
-                    .iter()
-                    .map(|m| LiveMemberFacts {
-                        id: m.member.id,
-                        name: m.member.name.clone(),
-                        peer_urls: m
-                            .member
-                            .peer_urls
-                            .iter()
-                            .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
-                            .collect(),
-                        started: m.started,
-                        is_learner: m.member.is_learner,
-                    })
-                    .collect(),
-                other_cluster_ids: l.other_cluster_ids.clone(),
-                majority_heard: l.majority_heard,
-                leader_heard: l.leader_heard,
-                raft_term: l.raft_term,
-                leader_raft_index: l.leader_raft_index,
-                positions: l
-                    .positions
-                    .iter()
-                    .map(|p| verdict::LivePosition {
-                        member_id: p.member_id,
-                        raft_index: p.raft_index,
-                        revision: p.revision,
-                    })
-                    .collect(),
-            };
+            let facts = live_facts(&l);
             answered(
                 Source::Etcd,
                 facts,
@@ -912,6 +784,43 @@ async fn ask_live(
             )
         }
         Err(e) => unanswered(Source::Etcd, &e, t),
+    }
+}
+
+/// What the decision reads of the live cluster's answer.
+fn live_facts(l: &live_src::LiveCluster) -> LiveFacts {
+    LiveFacts {
+        cluster_id: l.cluster_id,
+        members: l
+            .members
+            .iter()
+            .map(|m| LiveMemberFacts {
+                id: m.member.id,
+                name: m.member.name.clone(),
+                peer_urls: m
+                    .member
+                    .peer_urls
+                    .iter()
+                    .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
+                    .collect(),
+                started: m.started,
+                is_learner: m.member.is_learner,
+            })
+            .collect(),
+        other_cluster_ids: l.other_cluster_ids.clone(),
+        majority_heard: l.majority_heard,
+        leader_heard: l.leader_heard,
+        raft_term: l.raft_term,
+        leader_raft_index: l.leader_raft_index,
+        positions: l
+            .positions
+            .iter()
+            .map(|p| verdict::LivePosition {
+                member_id: p.member_id,
+                raft_index: p.raft_index,
+                revision: p.revision,
+            })
+            .collect(),
     }
 }
 
@@ -1222,48 +1131,6 @@ fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> crate::error::R
             &e,
         )
     })
-}
-
-/// The decision's view of the inspected directory.
-fn dir_facts(dir: &Inspection, upgrade: Option<upgrade::UpgradeCheck>) -> DirFacts {
-    let problem = |f: &layout::Failure| f.problem.message.clone();
-    let state = match &dir.state {
-        DirState::Empty => Dir::Empty,
-        DirState::Initialized(m) => Dir::Initialized(Box::new(verdict::Recorded {
-            member_id: m.log.member_id,
-            cluster_id: m.log.cluster_id,
-            recorded_peer_urls: m.self_peer_urls.clone(),
-            recorded_name: m.self_name.clone(),
-            empty_log: m.empty_log,
-            recorded_members: m.membership.iter().map(|r| r.id).collect(),
-            removed_ids: m.removed_ids.clone(),
-            self_removed: m.self_removed,
-            added_with_peer_urls: m.added_with_peer_urls.clone(),
-            formation: m.formation.clone(),
-            term: m.log.hard_state.term,
-            log_end_index: m.log.last_index.max(m.snapshot.index),
-            log_end_term: if m.snapshot.index > m.log.last_index {
-                m.snapshot.term
-            } else {
-                m.log.last_term
-            },
-            applied_index: m.backend().and_then(|b| b.consistent_index),
-            applied_term: m.backend().and_then(|b| b.term),
-            revision: m.backend().and_then(|b| b.revision),
-            restored: m.restored,
-            upgrade,
-        })),
-        DirState::Partial(f) => Dir::Partial(problem(f)),
-        DirState::Corrupt(f) => Dir::Corrupt(problem(f)),
-        DirState::Unreadable(f) => Dir::Unreadable {
-            problem: problem(f),
-            symlinked: f.symlinked.as_ref().map(|p| p.display().to_string()),
-        },
-    };
-    DirFacts {
-        state,
-        running: dir.running,
-    }
 }
 
 /// The short message Kubernetes shows in `initContainerStatuses[].state.terminated.message`.
