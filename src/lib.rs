@@ -29,6 +29,8 @@ pub mod exit;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
+/// The preflight report: written by `preflight`, read by `serve` and `restore`.
+pub mod report;
 pub mod restore;
 /// The sidecar (`serve`): identity over gRPC, identity-aware readiness, metrics, push reports.
 pub mod server;

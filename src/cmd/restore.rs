@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::preflight::{self, EvidenceEntry};
+use super::preflight::{self, EvidenceEntry, PreflightReport};
 use crate::cli::BumpRevision;
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::bbolt::BoltError;
@@ -63,7 +63,7 @@ use crate::restore::tool::{self, RestoreRequest, ToolError, ToolKind};
 use crate::restore::trailer::{has_trailer, TrailerCheck};
 use crate::restore::verify::{self, Content, ContentError, Expected, VerifyError};
 use crate::restore::{self as pieces};
-use crate::verdict::Verdict;
+use crate::verdict::{Row, Verdict};
 
 /// etcd preallocates each WAL segment to this size.
 const WAL_SEGMENT_BYTES: u64 = 64_000_000;
@@ -501,8 +501,8 @@ enum Halt {
     /// preflight's own refusal, with its reason and remedy.
     #[error("refusing to restore: {reason}")]
     Refused {
-        /// Which.
-        refusal: Refusal,
+        /// preflight's verdict (a refusal).
+        verdict: Verdict,
         /// preflight's reason.
         reason: String,
         /// preflight's remedy.
@@ -648,27 +648,6 @@ enum Halt {
     PublishedIdentity(#[source] VerifyError),
 }
 
-/// preflight's refusals the gate passes on, each with preflight's exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
-    /// No source could establish the cluster's phase, and no live cluster answered.
-    PhaseUnknown,
-    /// The directory belongs to another member or cluster.
-    Foreign,
-    /// The directory is corrupt.
-    Corrupt,
-    /// The directory is partially initialized.
-    Partial,
-    /// etcd is running on the directory.
-    Running,
-    /// The etcd version about to start would refuse the directory.
-    Version,
-    /// The directory's log went backwards.
-    RolledBack,
-    /// The directory cannot be read.
-    Unreadable,
-}
-
 /// A write into the data dir's filesystem that failed.
 #[derive(Debug, thiserror::Error)]
 enum WriteError {
@@ -726,16 +705,7 @@ impl Halt {
             Halt::Usage(_) => Exit::Usage,
             Halt::Evidence(_) | Halt::Runtime(_) => Exit::Internal,
             Halt::Formed { .. } => Exit::RestoreFormed,
-            Halt::Refused { refusal, .. } => match refusal {
-                Refusal::PhaseUnknown => Exit::PhaseUnknown,
-                Refusal::Foreign => Exit::RefuseForeign,
-                Refusal::Corrupt => Exit::RefuseCorrupt,
-                Refusal::Partial => Exit::RefusePartial,
-                Refusal::Running => Exit::RefuseRunning,
-                Refusal::Version => Exit::RefuseVersion,
-                Refusal::RolledBack => Exit::RefuseRolledBack,
-                Refusal::Unreadable => Exit::Unreadable,
-            },
+            Halt::Refused { verdict, .. } => verdict.exit(),
             Halt::NotThisRestore { .. } => Exit::RefuseForeign,
             Halt::ExistingUnreadable { .. }
             | Halt::BootstrappedEmpty { .. }
@@ -764,16 +734,7 @@ impl Halt {
             Halt::Usage(_) => "usage-error",
             Halt::Evidence(_) | Halt::Runtime(_) => "internal-error",
             Halt::Formed { .. } => "refuse-formed",
-            Halt::Refused { refusal, .. } => match refusal {
-                Refusal::PhaseUnknown => "phase-unknown",
-                Refusal::Foreign => "refuse-foreign",
-                Refusal::Corrupt => "refuse-corrupt",
-                Refusal::Partial => "refuse-partial",
-                Refusal::Running => "refuse-running",
-                Refusal::Version => "refuse-version",
-                Refusal::RolledBack => "refuse-rolled-back",
-                Refusal::Unreadable => "unreadable",
-            },
+            Halt::Refused { verdict, .. } => verdict.name(),
             Halt::NotThisRestore { .. } => "refuse-foreign",
             Halt::ExistingUnreadable { .. }
             | Halt::BootstrappedEmpty { .. }
@@ -832,8 +793,8 @@ enum Gate {
     Proceed,
     /// The cluster already formed: never restore over it.
     Formed,
-    /// preflight's own refusal.
-    Refuse(Refusal),
+    /// preflight's own refusal (its verdict).
+    Refuse(Verdict),
 }
 
 /// Headroom above the witness's revision for writes after its last renewal.
@@ -850,25 +811,36 @@ fn auto_bump(seen: Option<i64>, snapshot: i64) -> u64 {
     }
 }
 
-/// Maps preflight's verdict (and which sources answered) to the restore gate.
-fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gate {
-    match verdict {
-        Verdict::Start => Gate::AlreadyInitialized,
-        Verdict::Bootstrap => Gate::Proceed,
-        // Only `--allow-bootstrap-without-evidence` yields `join` with every source
-        // silent: a member of a multi-member restore, which bootstraps too.
-        Verdict::Join if !any_source_answered => Gate::Proceed,
-        Verdict::Join | Verdict::RefuseEmptyFormed => Gate::Formed,
-        Verdict::PhaseUnknown if live_answered => Gate::Formed,
+/// Maps preflight's row to the restore gate.
+fn gate<D, U>(pre: &PreflightReport<D, U>) -> Gate {
+    match pre.row {
+        Row::Start
+        | Row::StartStaleRecord
+        | Row::StartEmptyLog
+        | Row::StartCatchingUp
+        | Row::StartRestoredAbove => Gate::AlreadyInitialized,
+        Row::Bootstrap => Gate::Proceed,
+        // Every source silent, allowed by `--allow-bootstrap-without-evidence`:
+        // the seed, or any member of a multi-member restore, bootstraps — unless
+        // the operator or the env hints answered (it is an operator's member,
+        // whose cluster may have formed).
+        Row::AllowedWithoutEvidence
+            if pre.verdict == Verdict::Bootstrap
+                || !(pre.answered(Source::Kube) || pre.answered(Source::Env)) =>
+        {
+            Gate::Proceed
+        }
+        // A live cluster answered (8, 8b, 10), or this member started (7–7b, 8a).
+        Row::AllowedWithoutEvidence
+        | Row::Join
+        | Row::JoinUntrusted
+        | Row::NotListed
+        | Row::JoinSelfOnly
+        | Row::EmptyFormed
+        | Row::EmptyLogFormed
+        | Row::Rebootstrapped => Gate::Formed,
         // Every other refusal is preflight's own, with its own exit code.
-        Verdict::PhaseUnknown => Gate::Refuse(Refusal::PhaseUnknown),
-        Verdict::RefuseForeign => Gate::Refuse(Refusal::Foreign),
-        Verdict::RefuseCorrupt => Gate::Refuse(Refusal::Corrupt),
-        Verdict::RefusePartial => Gate::Refuse(Refusal::Partial),
-        Verdict::RefuseRunning => Gate::Refuse(Refusal::Running),
-        Verdict::RefuseVersion => Gate::Refuse(Refusal::Version),
-        Verdict::RefuseRolledBack => Gate::Refuse(Refusal::RolledBack),
-        Verdict::Unreadable => Gate::Refuse(Refusal::Unreadable),
+        _ => Gate::Refuse(pre.verdict),
     }
 }
 
@@ -940,11 +912,8 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         reason: pre.reason.clone(),
     });
     r.data_dir = Some(pre.data_dir.clone());
-    let answered = |s: Source| pre.evidence.iter().any(|e| e.source == s && e.answered);
-    let live = answered(Source::Etcd);
-    let any = live || answered(Source::Kube) || answered(Source::Env);
     let staging = Staging::of(&p.data_dir);
-    match gate(pre.verdict, live, any) {
+    match gate(&pre) {
         Gate::AlreadyInitialized => {
             // A crash between publishing and cleaning up leaves only debris: finish.
             if staging.remove()? {
@@ -972,9 +941,9 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
                 reason: pre.reason,
             })
         }
-        Gate::Refuse(refusal) => {
+        Gate::Refuse(verdict) => {
             return Err(Halt::Refused {
-                refusal,
+                verdict,
                 reason: pre.reason,
                 remedy: pre.remedy,
             })
@@ -1112,7 +1081,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         // this `member/`: never move it from under it.
         if now.running {
             return Err(cleanup(Halt::Refused {
-                refusal: Refusal::Running,
+                verdict: Verdict::RefuseRunning,
                 reason: format!(
                     "an etcd process holds {} (it started while the snapshot was fetched): the restore was not published",
                     data_paths.member_dir.display()
@@ -1437,91 +1406,81 @@ fn summary(r: &RestoreReport) -> String {
 mod tests {
     use super::*;
 
-    /// The exit code and verdict name the gate's refusal of `v` ends the run with.
-    fn refused(v: Verdict, live: bool, any: bool) -> (Exit, &'static str) {
-        let halt = match gate(v, live, any) {
+    /// preflight's report of `row` giving `verdict`, with `answered` the
+    /// sources that answered.
+    fn report(row: Row, verdict: Verdict, answered: &[Source]) -> PreflightReport<(), ()> {
+        PreflightReport {
+            verdict,
+            row,
+            exit_code: verdict.exit().code(),
+            reason: String::new(),
+            remedy: String::new(),
+            warnings: Vec::new(),
+            member: serde_json::Value::Null,
+            evidence: answered
+                .iter()
+                .map(|&source| EvidenceEntry {
+                    source,
+                    answered: true,
+                    error: None,
+                    said: serde_json::Value::Null,
+                    elapsed_ms: 0,
+                })
+                .collect(),
+            data_dir: (),
+            upgrade_check: None,
+            elapsed_ms: 0,
+            decided_at_unix: 0,
+            pod_uid: None,
+            boot_id: None,
+            witness: Default::default(),
+        }
+    }
+
+    /// The exit code and verdict name the gate's refusal ends the run with.
+    fn refused(pre: &PreflightReport<(), ()>) -> (Exit, &'static str) {
+        let halt = match gate(pre) {
             Gate::Formed => Halt::Formed {
-                verdict: v,
+                verdict: pre.verdict,
                 reason: String::new(),
             },
-            Gate::Refuse(refusal) => Halt::Refused {
-                refusal,
+            Gate::Refuse(verdict) => Halt::Refused {
+                verdict,
                 reason: String::new(),
                 remedy: String::new(),
             },
-            g => panic!("{v:?} is not refused: {g:?}"),
+            g => panic!("{:?} is not refused: {g:?}", pre.row),
         };
         (halt.exit(), halt.verdict())
     }
 
+    /// Every row of the table, with each verdict it can give: the gate
+    /// restores only a first bootstrap, never over a cluster that formed, and
+    /// passes preflight's own refusals on with their exit code and name.
     #[test]
     fn the_gate_restores_only_a_first_bootstrap() {
-        use Verdict::*;
-        assert_eq!(gate(Start, true, true), Gate::AlreadyInitialized);
-        assert_eq!(gate(Bootstrap, false, true), Gate::Proceed);
-        assert_eq!(gate(Bootstrap, false, false), Gate::Proceed);
-        assert_eq!(gate(Join, false, false), Gate::Proceed);
-        assert_eq!(
-            refused(Join, true, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(Join, false, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(RefuseEmptyFormed, false, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(PhaseUnknown, true, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(PhaseUnknown, false, false),
-            (Exit::PhaseUnknown, "phase-unknown")
-        );
-        assert_eq!(
-            refused(RefusePartial, false, false),
-            (Exit::RefusePartial, "refuse-partial")
-        );
-        assert_eq!(
-            refused(RefuseCorrupt, false, false),
-            (Exit::RefuseCorrupt, "refuse-corrupt")
-        );
-        assert_eq!(
-            refused(RefuseRunning, false, false),
-            (Exit::RefuseRunning, "refuse-running")
-        );
-        assert_eq!(
-            refused(Unreadable, false, false),
-            (Exit::Unreadable, "unreadable")
-        );
-        assert_eq!(
-            refused(RefuseForeign, true, true),
-            (Exit::RefuseForeign, "refuse-foreign")
-        );
-        assert_eq!(
-            refused(RefuseVersion, false, true),
-            (Exit::RefuseVersion, "refuse-version")
-        );
-    }
-
-    /// preflight's own refusals end a restore with preflight's exit code and name.
-    #[test]
-    fn a_refusal_passed_on_keeps_preflights_exit_code_and_name() {
-        use Verdict::*;
-        for v in [
-            PhaseUnknown,
-            RefuseForeign,
-            RefuseCorrupt,
-            RefusePartial,
-            RefuseRunning,
-            RefuseVersion,
-            Unreadable,
-        ] {
-            for any in [false, true] {
-                assert_eq!(refused(v, false, any), (v.exit(), v.name()), "{v:?}");
+        use Source::{Env, Etcd, Kube};
+        let formed = (Exit::RestoreFormed, "refuse-formed");
+        for row in Row::ALL {
+            for &verdict in row.verdicts() {
+                for answered in [&[][..], &[Kube], &[Env], &[Etcd, Kube]] {
+                    let pre = report(row, verdict, answered);
+                    let what = format!("{row:?} {verdict:?} {answered:?}");
+                    match (verdict, row) {
+                        (Verdict::Start, _) => {
+                            assert_eq!(gate(&pre), Gate::AlreadyInitialized, "{what}")
+                        }
+                        (Verdict::Bootstrap, _) => assert_eq!(gate(&pre), Gate::Proceed, "{what}"),
+                        (Verdict::Join, Row::AllowedWithoutEvidence) if answered.is_empty() => {
+                            assert_eq!(gate(&pre), Gate::Proceed, "{what}")
+                        }
+                        (Verdict::Join | Verdict::RefuseEmptyFormed, _)
+                        | (Verdict::PhaseUnknown, Row::JoinUntrusted | Row::NotListed) => {
+                            assert_eq!(refused(&pre), formed, "{what}")
+                        }
+                        (v, _) => assert_eq!(refused(&pre), (v.exit(), v.name()), "{what}"),
+                    }
+                }
             }
         }
     }
@@ -1556,7 +1515,7 @@ mod tests {
         assert_eq!(h.to_string(), format!("refusing to restore: the cluster already formed ({}: {}). A restore would boot a new cluster with this member's and the cluster's IDs over it", Verdict::Join.name(), "r"));
         assert_eq!(h.remedy(), REMEDY_FORMED);
         let h = Halt::Refused {
-            refusal: Refusal::Partial,
+            verdict: Verdict::RefusePartial,
             reason: "r".into(),
             remedy: "fix it".into(),
         };

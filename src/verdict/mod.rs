@@ -14,7 +14,7 @@
 //! (a test keeps the two in agreement), so tests and operators match rows, not
 //! wording.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::disk::ids::{ClusterId, MemberId};
 use crate::exit::Exit;
@@ -33,7 +33,7 @@ pub use facts::{
 };
 
 /// The verdict names are part of the contract: operators and runbooks match them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Initialized, and its identity matches every known expectation.
@@ -101,7 +101,7 @@ impl Verdict {
 
 /// The rows of `docs/decision-table.md`. Each decision names the row it came
 /// from; the row fixes the verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Row {
     /// 1: the directory cannot be read.
     #[serde(rename = "1")]

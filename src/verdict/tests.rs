@@ -1365,3 +1365,58 @@ fn the_row_5_reason_names_only_the_sources_that_agree() {
         d.reason
     );
 }
+
+/// The live wait ends on one answer that shows this member started: for an
+/// empty directory only the leader's (the same entry row 7 refuses on), for a
+/// directory with a WAL its own cluster's listing the directory's member as
+/// this one; never for a WAL whose first records could not be read.
+#[test]
+fn one_answer_settles_the_live_wait_only_when_it_shows_this_member_started() {
+    let me = me();
+    let answer = |leader: bool, started: bool| {
+        let mut a = live(
+            9,
+            &[
+                (1, "m1", "http://m1:2380", started),
+                (2, "m2", "http://m2:2380", true),
+            ],
+        );
+        if let Answer::Answered(l) = &mut a {
+            l.leader_heard = leader;
+        }
+        a.into_option().unwrap()
+    };
+    let ids = |m: u64, c: u64| Some(Some((MemberId::new(m), ClusterId::new(c))));
+    // An empty directory: the leader's answer listing it started.
+    assert!(settles(&me, None, &answer(true, true)));
+    assert!(
+        !settles(&me, None, &answer(false, true)),
+        "a follower's list may lag"
+    );
+    assert!(
+        !settles(&me, None, &answer(true, false)),
+        "added, never started"
+    );
+    // A WAL: any answer of its cluster listing its member as this one, started.
+    assert!(settles(&me, ids(1, 9), &answer(false, true)));
+    assert!(
+        !settles(&me, ids(1, 8), &answer(true, true)),
+        "another cluster"
+    );
+    assert!(
+        !settles(&me, ids(2, 9), &answer(true, true)),
+        "another member's ID"
+    );
+    assert!(
+        !settles(&me, ids(1, 9), &answer(true, false)),
+        "never started"
+    );
+    assert!(
+        !settles(&me, Some(None), &answer(true, true)),
+        "an unread WAL"
+    );
+    // Row 7 refuses on the same entry the wait settles on.
+    let mut i = inputs(Dir::Empty);
+    i.live = Answer::Answered(answer(true, true));
+    assert_eq!(decide(&i).row, Row::EmptyFormed);
+}

@@ -173,7 +173,7 @@ fn exported() -> BTreeSet<String> {
     let verdict = dir.path().join("preflight.json");
     std::fs::write(
         &verdict,
-        serde_json::json!({"verdict": "start", "exit_code": 0, "reason": "", "remedy": ""})
+        serde_json::json!({"verdict": "start", "row": "5", "exit_code": 0, "reason": "", "remedy": ""})
             .to_string(),
     )
     .expect("write the verdict");
