@@ -79,7 +79,8 @@ pub struct Recorded {
     /// The backend's MVCC revision, when read.
     pub revision: Option<i64>,
     /// Made by a snapshot restore, its backend holding the snapshot's data
-    /// (see `Initialized::restored` in `disk::layout`).
+    /// (see `Initialized::restored` in `disk::layout`), and not run since: no
+    /// entry of a term above 1 follows the restore.
     pub restored: bool,
     /// The upgrade check for the etcd version about to start, when it is known.
     pub upgrade: Option<UpgradeCheck>,
@@ -469,15 +470,14 @@ impl DirFacts {
                 formation: m.formation.clone(),
                 term: m.log.hard_state.term,
                 log_end_index: m.log.last_index.max(m.snapshot.index),
-                log_end_term: if m.snapshot.index > m.log.last_index {
-                    m.snapshot.term
-                } else {
-                    m.log.last_term
-                },
+                log_end_term: log_end_term(m),
                 applied_index: m.backend().and_then(|b| b.consistent_index),
                 applied_term: m.backend().and_then(|b| b.term),
                 revision: m.backend().and_then(|b| b.revision),
-                restored: m.restored,
+                // Once it ran, its log holds entries of the terms its
+                // elections raised: what it holds past the restore came from
+                // its cluster's log, and rows 5d, 6e, 6f judge it as any other.
+                restored: m.restored && log_end_term(m) <= 1,
                 upgrade,
             })),
             DirState::Partial(f) => Dir::Partial(problem(f)),
@@ -491,5 +491,15 @@ impl DirFacts {
             state,
             running: dir.running,
         }
+    }
+}
+
+/// The term of the last entry the log holds (the snapshot's, when it is past
+/// the entries).
+fn log_end_term(m: &layout::Initialized) -> u64 {
+    if m.snapshot.index > m.log.last_index {
+        m.snapshot.term
+    } else {
+        m.log.last_term
     }
 }

@@ -481,8 +481,6 @@ fn precedence() -> impl Iterator<Item = Row> {
 }
 
 #[cfg(test)]
-mod equivalence;
-#[cfg(test)]
-mod oracle;
+mod properties;
 #[cfg(test)]
 mod tests;

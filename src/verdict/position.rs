@@ -6,7 +6,7 @@
 
 use super::initialized::Ctx;
 use super::remedies::{remedy_restored, remedy_rolled_back, REMEDY_APPLIED_PAST_LOG};
-use super::{decision, Decision, Inputs, LivePosition, Recorded, Row, WitnessFacts};
+use super::{decision, Decision, Inputs, LiveFacts, LivePosition, Recorded, Row, WitnessFacts};
 use crate::disk::ids::ClusterId;
 use crate::disk::upgrade::UpgradeCheck;
 
@@ -137,18 +137,16 @@ fn classify<'a>(
                 older => Class::RestoredBehind(w, older),
             };
         }
-    } else if let Some(l) = live.filter(|l| l.leader_heard && l.majority_heard) {
+    } else if let Some(l) = live.filter(|l| can_catch_up(l, rec, need.0)) {
         // Raft's leader completeness: a leader holds every committed entry. A
         // leader of its cluster, heard with a majority, whose commit is at or
         // past the position, holds what this directory lost, and a member
         // behind it only catches up (etcd skips entries its backend applied).
-        if let Some(commit) = l.leader_raft_index.filter(|&c| c >= need.0) {
-            return Class::CatchingUp {
-                floor: need,
-                cluster: l.cluster_id,
-                commit,
-            };
-        }
+        return Class::CatchingUp {
+            floor: need,
+            cluster: l.cluster_id,
+            commit: l.leader_raft_index.unwrap_or_default(),
+        };
     }
     let says = cluster_says(i, rec, need.0);
     match behind {
@@ -195,6 +193,34 @@ fn mine(w: &WitnessFacts, rec: &Recorded) -> bool {
     w.member_id == Some(rec.member_id) && w.cluster_id == Some(rec.cluster_id)
 }
 
+/// The members other than this one that answered at or past `need`.
+fn holders(l: &LiveFacts, rec: &Recorded, need: u64) -> usize {
+    l.positions
+        .iter()
+        .filter(|p| p.member_id != rec.member_id && p.raft_index.is_some_and(|n| n >= need))
+        .count()
+}
+
+/// Half the voters plus one.
+fn quorum(l: &LiveFacts) -> usize {
+    l.members.iter().filter(|m| !m.is_learner).count() / 2 + 1
+}
+
+/// A directory behind `need` may catch up: the leader and a majority of its
+/// cluster answer, the leader's commit is at or past `need`, and the members
+/// other than this one that answered at or past it are a quorum of the voters
+/// — so that no leader can be elected without the entries even with this
+/// member's vote (the leader alone holding them could fail before the others
+/// caught up) — in a term not behind the directory's (not a younger history
+/// under the same IDs).
+fn can_catch_up(l: &LiveFacts, rec: &Recorded, need: u64) -> bool {
+    l.leader_heard
+        && l.majority_heard
+        && l.leader_raft_index.is_some_and(|c| c >= need)
+        && holders(l, rec, need) >= quorum(l)
+        && l.raft_term.is_some_and(|t| t >= rec.term)
+}
+
 /// Why the cluster could not let a directory behind `need` catch up.
 fn cluster_says(i: &Inputs, rec: &Recorded, need: u64) -> String {
     match i.live.get() {
@@ -208,10 +234,21 @@ fn cluster_says(i: &Inputs, rec: &Recorded, need: u64) -> String {
             "fewer than half of its cluster's voting members answered".to_owned()
         }
         Some(l) => match l.leader_raft_index {
-            Some(c) => format!(
+            None => "its cluster's leader did not report its commit index".to_owned(),
+            Some(c) if c < need => format!(
                 "its cluster's leader answers with commit {c}, below {need}: the cluster itself is behind that position (every member restored, or a position that was never reached)"
             ),
-            None => "its cluster's leader did not report its commit index".to_owned(),
+            Some(_) if rec.restored => "a directory made by a snapshot restore does not catch up from its cluster's log (the log does not hold what the snapshot replaced)".to_owned(),
+            Some(_) if l.raft_term.is_none_or(|t| t < rec.term) => format!(
+                "its cluster answers in raft term {}, behind the directory's {}: a younger history under the same IDs",
+                l.raft_term.map_or("unknown".into(), |t| t.to_string()),
+                rec.term
+            ),
+            Some(c) => format!(
+                "its cluster's leader answers with commit {c}, but only {} member(s) other than this one answered at or past index {need}, fewer than the {} a quorum of its voters needs: a leader elected without them could lack the entries this member helped commit (the others catch up within moments; the kubelet retries preflight)",
+                holders(l, rec, need),
+                quorum(l)
+            ),
         },
     }
 }

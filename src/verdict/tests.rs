@@ -1073,10 +1073,29 @@ fn at(end: u64, applied: u64) -> Inputs {
     i
 }
 
+/// A cluster of three whose leader (m2) and m3 answer at `commit`, in term 3.
 fn leader_at(cluster: u64, commit: u64) -> Answer<LiveFacts> {
-    altered(live(cluster, &[(0xa, "m1", ME, true)]), |l| {
-        l.leader_raft_index = Some(commit);
-    })
+    altered(
+        live(
+            cluster,
+            &[
+                (0xa, "m1", ME, true),
+                (0xb, "m2", "http://m2:2380", true),
+                (0xd, "m3", "http://m3:2380", true),
+            ],
+        ),
+        |l| {
+            l.leader_raft_index = Some(commit);
+            l.raft_term = Some(3);
+            l.positions = [0xb, 0xd]
+                .map(|id| LivePosition {
+                    member_id: MemberId::new(id),
+                    raft_index: Some(commit),
+                    revision: None,
+                })
+                .to_vec();
+        },
+    )
 }
 
 #[test]
@@ -1125,6 +1144,29 @@ fn regression_a_volume_put_back_to_an_older_copy_of_itself_is_refused() {
         d.reason
     );
     assert_eq!(d.floor.map(|f| f.0), Some(35));
+    // Only the leader holds the entries (m3 answers at 20): were the leader
+    // to fail before m3 caught up, m3 could win this member's vote without
+    // them. It waits (the kubelet retries) until a quorum other than itself
+    // holds them.
+    i.live = altered(leader_at(0xc, 40), |l| l.positions[1].raft_index = Some(20));
+    let d = decide(&i);
+    assert_eq!(d.row, Row::RolledBack, "{}", d.reason);
+    assert!(
+        d.reason.contains("only 1 member(s) other than this one"),
+        "{}",
+        d.reason
+    );
+    // A cluster answering in a term behind the directory's is a younger
+    // history under the same IDs, not the one this member helped commit.
+    i.live = altered(leader_at(0xc, 40), |l| l.raft_term = Some(2));
+    rec(&mut i).term = 3;
+    let d = decide(&i);
+    assert_eq!(d.row, Row::RolledBack, "{}", d.reason);
+    assert!(
+        d.reason.contains("raft term 2, behind the directory's 3"),
+        "{}",
+        d.reason
+    );
     // The term alone also tells: the same index, but an older term.
     let mut i = at(35, 35);
     i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
