@@ -576,7 +576,7 @@ pub struct RestoreArgs {
     /// Accept a snapshot without the SHA-256 trailer (a raw `db` copy); a trailer, when present, is still verified.
     #[arg(long, env = "AGENT_SKIP_HASH_CHECK")]
     pub skip_hash_check: bool,
-    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted. `auto`: above the highest revision this member's witness (Lease or file, of any incarnation) recorded, plus 1,000,000 for writes after its last renewal, or no bump without a witness; --mark-compacted is then implied [default: 0, no bump].
+    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted. `auto`: above the highest revision any member's witness recorded (this member's Lease or --witness-file and, in a cluster of several, every member's Lease named from --initial-cluster; of any incarnation), plus 1,000,000 for writes after the last renewal, or no bump without a witness; --mark-compacted is then implied. Every member must get the same N: restore all of them with auto before any starts, or pass the N the first reported [default: 0, no bump].
     #[arg(long, env = "AGENT_BUMP_REVISION", default_value = "0", value_parser = parse_bump)]
     pub bump_revision: BumpRevision,
     /// Mark the bumped revision compacted (etcdutl `--mark-compacted`) so watchers from before the restore relist; required with --bump-revision, refused without it.

@@ -553,6 +553,14 @@ enum Halt {
     /// The tool cannot do `--bump-revision`.
     #[error(transparent)]
     ToolUnsupported(ToolError),
+    /// `--bump-revision auto` could not read every member's witness.
+    #[error(
+        "--bump-revision auto bumps every member of a cluster by the same N, above the highest revision any member's witness recorded, and cannot tell that revision: {why}; nothing touched"
+    )]
+    AutoBumpUnread {
+        /// What could not be read.
+        why: String,
+    },
     /// The tool ran out of space on the data volume.
     #[error(transparent)]
     ToolNoSpace(ToolError),
@@ -715,6 +723,7 @@ impl Halt {
             Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => {
                 Exit::RestoreTool
             }
+            Halt::AutoBumpUnread { .. } => Exit::PhaseUnknown,
             Halt::Source(_)
             | Halt::NoTrailer { .. }
             | Halt::HashMismatch { .. }
@@ -742,6 +751,7 @@ impl Halt {
             | Halt::StagedContent(_)
             | Halt::PublishedIdentity(_) => "verify-failed",
             Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => "tool-failed",
+            Halt::AutoBumpUnread { .. } => "phase-unknown",
             Halt::Source(_)
             | Halt::NoTrailer { .. }
             | Halt::HashMismatch { .. }
@@ -765,6 +775,7 @@ impl Halt {
             Halt::ExistingUnreadable { .. } => "inspect the data dir (etcd-member-agent inspect); nothing was touched",
             Halt::BootstrappedEmpty { .. } => "do not start etcd on it: it would serve an empty keyspace as this cluster. Wipe the data dir (etcd-member-agent wipe) and rerun restore, or recover the member from its peers",
             Halt::ToolMissing(_) => "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
+            Halt::AutoBumpUnread { .. } => "retry once the Kubernetes API answers, or pass --bump-revision N --mark-compacted with the same N on every member of the cluster, N taking the snapshot's revision above the highest revision any member's witness recorded",
             Halt::ToolUnsupported(_) => "--bump-revision needs etcdutl 3.6+ (or a 3.5 patch that has it): run restore in a 3.6+ etcd image or point ETCDUTL_PATH at such an etcdutl",
             Halt::ToolNoSpace(_) => "the data volume filled up while the tool wrote the restored member; give it more room (or free it), then retry",
             Halt::ToolFailed(_) => "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
@@ -809,6 +820,58 @@ fn auto_bump(seen: Option<i64>, snapshot: i64) -> u64 {
             .saturating_add(AUTO_BUMP_MARGIN),
         None => 0,
     }
+}
+
+/// The highest revision a witness of any member of the restored cluster
+/// recorded: this member's own (`own`: its Lease or file, as preflight read
+/// them) and, in a cluster of several members, every member's Lease — each
+/// member restored with `auto` must compute the same bump, or their revisions
+/// would differ by the difference for good. A Lease that cannot be read, or no
+/// Kubernetes API, halts: a guess could give this member another N than its
+/// peers.
+fn cluster_seen_revision(
+    p: &Plan,
+    own: Option<i64>,
+    notes: &mut Vec<String>,
+) -> Result<Option<i64>, Halt> {
+    let members: Vec<String> = ids::parse_initial_cluster(&p.initial_cluster)
+        .map(|m| m.into_keys().collect())
+        .unwrap_or_default();
+    if members.len() <= 1 {
+        return Ok(own);
+    }
+    let read = preflight::witness_revisions(&p.evidence, &members).map_err(|why| {
+        Halt::AutoBumpUnread {
+            why: format!(
+                "the witness Leases of {} cannot be read: {why}",
+                members.join(", ")
+            ),
+        }
+    })?;
+    highest_seen(own, read, notes)
+}
+
+/// The highest of `own` and every Lease's revision; a Lease that could not be
+/// read halts.
+fn highest_seen(
+    own: Option<i64>,
+    read: preflight::LeaseRevisions,
+    notes: &mut Vec<String>,
+) -> Result<Option<i64>, Halt> {
+    let mut seen = own;
+    for (lease, revision) in read {
+        let r = revision.map_err(|why| Halt::AutoBumpUnread {
+            why: format!("{lease} cannot be read: {why}"),
+        })?;
+        notes.push(format!(
+            "--bump-revision auto: {lease} recorded {}",
+            r.map_or("no revision (or does not exist)".to_owned(), |r| format!(
+                "revision {r}"
+            ))
+        ));
+        seen = seen.max(r);
+    }
+    Ok(seen)
 }
 
 /// Maps preflight's row to the restore gate.
@@ -992,14 +1055,16 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
     let (bump_revision, mark_compacted) = match p.bump_revision {
         BumpRevision::By(n) => (n, p.mark_compacted),
         BumpRevision::Auto => {
-            let n = auto_bump(pre.witness.seen_revision, snapshot_content.revision);
-            match pre.witness.seen_revision {
+            let seen = cluster_seen_revision(p, pre.witness.seen_revision, &mut r.notes)
+                .map_err(cleanup)?;
+            let n = auto_bump(seen, snapshot_content.revision);
+            match seen {
                 Some(seen) => r.notes.push(format!(
-                    "--bump-revision auto: the witness recorded revision {seen}, the snapshot is at {}: bumping by {n}",
+                    "--bump-revision auto: the highest revision a witness of this cluster's members recorded is {seen}, the snapshot is at {}: bumping by {n} (restore every member of the cluster with the same N, --bump-revision {n}, or with auto before any of them starts)",
                     snapshot_content.revision
                 )),
                 None => r.notes.push(
-                    "--bump-revision auto: no witness of this member recorded a revision: no bump".into(),
+                    "--bump-revision auto: no witness of this cluster's members recorded a revision: no bump".into(),
                 ),
             }
             if n > 0 {
@@ -1669,6 +1734,39 @@ mod tests {
         assert!(msg.len() <= output::TERMINATION_MESSAGE_MAX);
         let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
         assert_eq!(v["verdict"], "usage-error");
+    }
+
+    #[test]
+    fn auto_bump_takes_the_highest_revision_of_every_members_witness() {
+        let mut notes = Vec::new();
+        let leases = vec![
+            ("etcd-witness-m0".to_owned(), Ok(Some(500))),
+            ("etcd-witness-m1".to_owned(), Ok(Some(9_000))),
+            ("etcd-witness-m2".to_owned(), Ok(None)),
+        ];
+        // Every member computes the same: its own witness is one of them.
+        for own in [Some(500), None, Some(9_000)] {
+            let seen = highest_seen(own, leases.clone(), &mut notes).ok().flatten();
+            assert_eq!(seen, Some(9_000));
+        }
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("etcd-witness-m1 recorded revision 9000")));
+        // A witness of this member's Pod only (the file) above every Lease.
+        assert_eq!(
+            highest_seen(Some(12_000), leases.clone(), &mut notes)
+                .ok()
+                .flatten(),
+            Some(12_000)
+        );
+        // One Lease unreadable: no guess, a halt naming it.
+        let mut unreadable = leases;
+        unreadable[2].1 = Err("403 Forbidden".to_owned());
+        let halt = highest_seen(Some(500), unreadable, &mut notes).err();
+        assert!(
+            matches!(&halt, Some(h @ Halt::AutoBumpUnread { .. }) if h.exit() == Exit::PhaseUnknown && h.to_string().contains("etcd-witness-m2 cannot be read: 403")),
+            "{halt:?}"
+        );
     }
 
     #[test]

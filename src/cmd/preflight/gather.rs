@@ -356,3 +356,41 @@ async fn gather(
         etcd_image,
     }
 }
+
+/// Each witness Lease's name and the revision it recorded (`Err`: why it could
+/// not be read).
+pub type LeaseRevisions = Vec<(String, Result<Option<i64>, String>)>;
+
+/// The revision each member's witness Lease recorded, for `restore
+/// --bump-revision auto` (the same bump on every member needs the highest of
+/// them all, not this member's alone): `Ok(None)` for a member without a
+/// Lease or one that recorded no revision, `Err` for a Lease that could not be
+/// read. `Err` as a whole when `--kube` is off or no client could be made.
+pub fn witness_revisions(cfg: &Config, members: &[String]) -> Result<LeaseRevisions, String> {
+    let Some(target) = &cfg.kube else {
+        return Err("--kube is off (no service-account token mounted)".to_owned());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
+    let deadline = tokio::time::Instant::now() + cfg.timeout;
+    let read = rt.block_on(async {
+        let client = kube_src::client(target, cfg.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let reads = members.iter().map(|m| {
+            let client = client.clone();
+            async move {
+                let r = witness_src::read(&client, &target.namespace, m, deadline).await;
+                let r = r
+                    .map(|found| found.and_then(|w| w.revision))
+                    .map_err(|e| e.to_string());
+                (witness_src::lease_name(m), r)
+            }
+        });
+        Ok::<_, String>(futures::future::join_all(reads).await)
+    });
+    rt.shutdown_background();
+    read
+}

@@ -28,6 +28,7 @@ mod gather;
 mod sources;
 
 pub use config::Config;
+pub use gather::{witness_revisions, LeaseRevisions};
 use gather::{Gathered, Read};
 
 /// Where the sidecar looks for this Pod start's verdict unless told otherwise.
