@@ -11,6 +11,7 @@
 //! | `restore` (the restore steps) | `cmd`, `server` |
 //! | `cmd` (one-shot commands) | `server` (the long-running part: `main` starts it) |
 //! | `server` (the sidecar) | `cmd`, `restore` |
+//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -67,6 +68,7 @@ fn forbidden(part: &str) -> &'static [&'static str] {
         "restore" => &["crate::cmd", "crate::server"],
         "cmd" => &["crate::server"],
         "server" => &["crate::cmd", "crate::restore"],
+        "fleet" => &["crate::cmd", "crate::restore", "crate::verdict"],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
             "crate::evidence",
