@@ -508,8 +508,12 @@ pub fn build(store: &Store, now: Timestamp, settings: &Settings) -> FleetView {
                 probes: probes.get(&by_uid).cloned().unwrap_or_default(),
             });
     }
+    // What cannot be known is not guessed: where the Pods could not be read,
+    // no member is "without a Pod" (and no cluster of records alone is shown);
+    // where the Leases could not be read, no member is "without a witness".
+    let pods_read = |ns: &str| read_in(store, Resource::Pods, ns);
     for (key, record) in &store.members {
-        if placed.contains(key) || record.cluster.is_empty() {
+        if placed.contains(key) || record.cluster.is_empty() || !pods_read(&record.namespace) {
             continue;
         }
         let group = (record.namespace.clone(), record.cluster.clone());
@@ -526,7 +530,7 @@ pub fn build(store: &Store, now: Timestamp, settings: &Settings) -> FleetView {
         });
     }
     if settings.records_define_clusters {
-        for key in store.clusters.keys() {
+        for key in store.clusters.keys().filter(|(ns, _)| pods_read(ns)) {
             groups.entry(key.clone()).or_default();
         }
     }
@@ -535,7 +539,8 @@ pub fn build(store: &Store, now: Timestamp, settings: &Settings) -> FleetView {
         .into_iter()
         .map(|((namespace, name), members)| {
             let record = store.clusters.get(&(namespace.clone(), name.clone()));
-            cluster(namespace, name, members, record, now, settings)
+            let leases_read = read_in(store, Resource::Leases, &namespace);
+            cluster(namespace, name, members, record, leases_read, now, settings)
         })
         .collect();
     // Worst first: the severity, then the worst condition (they are in the
@@ -584,6 +589,13 @@ pub fn build(store: &Store, now: Timestamp, settings: &Settings) -> FleetView {
         not_served: not_served.into_iter().collect(),
         clusters,
     }
+}
+
+/// Whether `resource` was read in a scope covering `namespace`.
+fn read_in(store: &Store, resource: Resource, namespace: &str) -> bool {
+    store.reads.iter().any(|((r, scope), state)| {
+        *r == resource && scope.covers(namespace) && *state == ReadState::Read
+    })
 }
 
 fn scope_namespace(scope: &Scope) -> Option<String> {
@@ -855,18 +867,20 @@ fn verdict(pod: &PodFacts, events: &[&EventFacts], now: Timestamp) -> Option<Ver
                     .flatten()
             })
             .or_else(|| t.tail.clone());
+        // The refusal's first Event for this Pod (written once per verdict
+        // and Pod, at the first refusal) says when it began; without one, the
+        // Pod's init containers have not completed since then, which is an
+        // upper bound.
         let refused_since = refused
             .then(|| {
-                earliest([
-                    refusals
-                        .iter()
-                        .filter(|e| verdict_name.as_deref() == Some(e.reason.as_str()))
-                        .filter_map(|e| e.first)
-                        .min(),
-                    pod.uninitialized_since.flatten(),
-                ])
-                .or(t.started)
-                .or(t.finished)
+                refusals
+                    .iter()
+                    .filter(|e| verdict_name.as_deref() == Some(e.reason.as_str()))
+                    .filter_map(|e| e.first)
+                    .min()
+                    .or(pod.uninitialized_since.flatten())
+                    .or(t.started)
+                    .or(t.finished)
             })
             .flatten();
         return Some(VerdictView {
@@ -927,6 +941,8 @@ pub struct ClusterFacts<'a> {
     not_ready_since: Vec<Option<Timestamp>>,
     /// The record, if any.
     record: Option<&'a ClusterRecordFacts>,
+    /// The witness Leases of its namespace were read.
+    leases_read: bool,
     /// The claims on the cluster ID.
     claims: &'a [IdClaim],
     /// Voters, healthy voters, quorum.
@@ -1169,6 +1185,9 @@ fn witness_stale(f: &ClusterFacts<'_>) -> Option<Condition> {
 }
 
 fn witness_missing(f: &ClusterFacts<'_>) -> Option<Condition> {
+    if !f.leases_read {
+        return None;
+    }
     let names: Vec<String> = f
         .members
         .iter()
@@ -1202,7 +1221,11 @@ fn raft_lag(f: &ClusterFacts<'_>) -> Option<Condition> {
     if fresh.len() < 2 {
         return None;
     }
-    let (leader, top) = fresh.iter().max_by_key(|(_, i)| *i).copied()?;
+    // The highest, the first by name on a tie.
+    let (leader, top) = fresh
+        .iter()
+        .copied()
+        .reduce(|a, b| if b.1 > a.1 { b } else { a })?;
     let lagging: Vec<(&MemberView, u64)> = fresh
         .iter()
         .filter(|(_, i)| top - i > f.settings.lag_threshold)
@@ -1266,6 +1289,7 @@ fn cluster(
     name: String,
     gathered: Vec<Gathered<'_>>,
     record: Option<&ClusterRecordFacts>,
+    leases_read: bool,
     now: Timestamp,
     settings: &Settings,
 ) -> ClusterView {
@@ -1283,7 +1307,9 @@ fn cluster(
             (view, g.witness, not_ready_since)
         })
         .collect();
-    rows.sort_by(|a, b| (a.0.status, &a.0.member).cmp(&(b.0.status, &b.0.member)));
+    // The rules see the members by name (their lists and details read in
+    // that order); the rows are shown worst first.
+    rows.sort_by(|a, b| a.0.member.cmp(&b.0.member));
 
     let mut claims: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (m, _, _) in &rows {
@@ -1291,6 +1317,7 @@ fn cluster(
             claims.entry(id).or_default().push(m.member.clone());
         }
     }
+    claims.values_mut().for_each(|members| members.sort());
     if let Some(id) = record.and_then(|r| r.cluster_id.clone()) {
         claims.entry(id).or_default().push(RECORD_CLAIM.to_owned());
     }
@@ -1322,6 +1349,7 @@ fn cluster(
             witnesses,
             not_ready_since,
             record,
+            leases_read,
             claims: &claims,
             voters,
             healthy,
@@ -1338,6 +1366,7 @@ fn cluster(
             .map(|c| c.kind)
             .collect();
     }
+    members.sort_by(|a, b| (a.status, &a.member).cmp(&(b.status, &b.member)));
     let health = conditions
         .iter()
         .map(|c| c.severity)
@@ -1900,6 +1929,20 @@ mod tests {
             "the EtcdCluster wants 3 replicas; no member is known"
         );
         // With -l, records add no cluster of their own.
+        // Without the Pods, no member is "without a Pod".
+        let mut blind = s.clone();
+        blind.pods.clear();
+        blind.mark(
+            Resource::Pods,
+            &Scope::All,
+            ReadState::Failed {
+                error: "forbidden",
+                message: String::new(),
+            },
+        );
+        let v = view(&blind);
+        assert_eq!(v.clusters.len(), 0, "{:#?}", v.clusters);
+        assert_eq!(v.exit_code, 51);
         let narrowed = build(
             &s,
             now(),
@@ -1928,9 +1971,12 @@ mod tests {
             &Scope::All,
             ReadState::NotServed("the server could not find the requested resource".into()),
         );
+        // Ready members whose Leases could not be read are not "without a witness".
+        s.remove(Resource::Leases, &(NS.into(), "etcd-m1".into()));
         let v = view(&s);
         assert!(!v.complete);
         assert_eq!(v.exit_code, 51);
+        assert_eq!(kinds(only(&v)), []);
         assert_eq!(v.unread.len(), 1, "a CRD not served is no gap");
         assert_eq!(v.unread[0].resource, Resource::Leases);
         assert_eq!(v.not_served, [Resource::EtcdMembers]);
