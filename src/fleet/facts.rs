@@ -3,9 +3,10 @@
 //! members fits in a few MiB however long `--watch` runs. Each conversion is a
 //! pure function of one object, tested on its own.
 //!
-//! Pods are read through [`PodLite`]: the Pod's metadata and status, and of
-//! its spec only the node and the containers' names, commands and arguments
-//! (serde skips the rest of the spec — env, volumes, probes — while parsing).
+//! Objects are read through the types of [`super::lite`]: of a Pod, its
+//! metadata and status, and of its spec only the node and the containers'
+//! names, commands and arguments (serde skips the rest — env, volumes,
+//! probes, `managedFields` — while parsing).
 //! The rules are the ones the rest of the agent uses: hazards are
 //! [`crate::evidence::pod::stuck_in_status`], witness Leases are
 //! [`crate::evidence::lease::parse`], the operator's records are
@@ -15,10 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use ::kube::api::DynamicObject;
-use ::kube::core::Object;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Event, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -28,12 +27,10 @@ use crate::evidence::lease::{self, WitnessRecord};
 use crate::evidence::pod::{stuck_in_status, Hazard, HAZARD_KINDS};
 use crate::output::TerminationMessage;
 
+pub use super::lite::{EventLite, LeaseLite, PodLite, RecordLite};
+
 /// `(namespace, name)` of an object.
 pub type Key = (String, String);
-
-/// A Pod as `fleet` reads it: metadata, the few fields of the spec it needs,
-/// the whole status.
-pub type PodLite = Object<PodSpecLite, PodStatus>;
 
 /// The part of a Pod's spec `fleet` reads.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -422,7 +419,11 @@ pub struct LeaseFacts {
 }
 
 /// The facts of a witness Lease; `None` for a Lease not named like one.
-pub fn lease(l: &Lease) -> Option<LeaseFacts> {
+pub fn lease(lite: &LeaseLite) -> Option<LeaseFacts> {
+    let l = Lease {
+        metadata: lite.metadata.clone(),
+        spec: lite.spec.clone(),
+    };
     let name = l.metadata.name.as_deref()?;
     let member = name.strip_prefix(WITNESS_PREFIX)?;
     if member.is_empty() {
@@ -432,7 +433,7 @@ pub fn lease(l: &Lease) -> Option<LeaseFacts> {
     Some(LeaseFacts {
         namespace: l.metadata.namespace.clone().unwrap_or_default(),
         member: member.to_owned(),
-        record: lease::parse(l),
+        record: lease::parse(&l),
         renewed: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
         duration_secs: spec.and_then(|s| s.lease_duration_seconds),
     })
@@ -484,7 +485,7 @@ impl EventFacts {
 
 /// The facts of an Event about a Pod, from `source`; `None` for an Event that
 /// is not about a Pod, or a kubelet Event that is not a readiness failure.
-pub fn event(e: &Event, source: EventSource) -> Option<EventFacts> {
+pub fn event(e: &EventLite, source: EventSource) -> Option<EventFacts> {
     let about = &e.involved_object;
     if about.kind.as_deref() != Some("Pod") {
         return None;
@@ -566,10 +567,6 @@ pub struct ClusterRecordFacts {
     pub problem: Option<String>,
 }
 
-fn document(obj: &DynamicObject) -> serde_json::Value {
-    serde_json::to_value(obj).unwrap_or(serde_json::Value::Null)
-}
-
 fn key_of(meta: &ObjectMeta) -> (String, String) {
     (
         meta.namespace.clone().unwrap_or_default(),
@@ -578,10 +575,10 @@ fn key_of(meta: &ObjectMeta) -> (String, String) {
 }
 
 /// The facts of an `EtcdMember` ([`parse_member`]).
-pub fn member_record(obj: &DynamicObject) -> MemberRecordFacts {
+pub fn member_record(obj: &RecordLite) -> MemberRecordFacts {
     let (namespace, name) = key_of(&obj.metadata);
     let created = time(obj.metadata.creation_timestamp.as_ref());
-    match parse_member(&name, &document(obj)) {
+    match parse_member(&name, &obj.document()) {
         Ok(r) => MemberRecordFacts {
             namespace,
             name,
@@ -606,10 +603,10 @@ pub fn member_record(obj: &DynamicObject) -> MemberRecordFacts {
 }
 
 /// The facts of an `EtcdCluster` ([`parse_cluster`]).
-pub fn cluster_record(obj: &DynamicObject) -> ClusterRecordFacts {
+pub fn cluster_record(obj: &RecordLite) -> ClusterRecordFacts {
     let (namespace, name) = key_of(&obj.metadata);
     let created = time(obj.metadata.creation_timestamp.as_ref());
-    match parse_cluster(&name, &document(obj)) {
+    match parse_cluster(&name, &obj.document()) {
         Ok(r) => ClusterRecordFacts {
             namespace,
             name,
@@ -776,7 +773,7 @@ mod tests {
 
     #[test]
     fn kubelet_events_other_than_readiness_failures_are_not_kept() {
-        let e = |reason: &str, message: &str| -> Event {
+        let e = |reason: &str, message: &str| -> EventLite {
             serde_json::from_value(json!({
                 "metadata": {"name": "e", "namespace": "t"},
                 "involvedObject": {"kind": "Pod", "name": "etcd-x", "uid": "u1", "fieldPath": "spec.containers{etcd}"},

@@ -22,6 +22,7 @@
 //! connection limits (`server::conn`) it reuses for `--serve`.
 
 pub mod facts;
+pub mod lite;
 pub mod metrics;
 pub mod render;
 pub mod source;
@@ -355,14 +356,26 @@ async fn first_view(reads: &mut Reads, store: &mut Store, deadline: Instant, pro
 }
 
 fn print(config: &Config, view: &FleetView, stream: bool) -> Result<()> {
-    let text = match config.format {
-        FleetFormat::Table => render::table(view, config.color, config.only_problems),
-        FleetFormat::Json => render::json(view, !stream) + "\n",
-        FleetFormat::Yaml if stream => format!("---\n{}", render::yaml(view)),
-        FleetFormat::Yaml => render::yaml(view),
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    // Written as it is rendered: a view of thousands of members is never a
+    // second copy in memory.
+    let written = match config.format {
+        FleetFormat::Table => {
+            out.write_all(render::table(view, config.color, config.only_problems).as_bytes())
+        }
+        FleetFormat::Json if stream => serde_json::to_writer(&mut out, view)
+            .map_err(std::io::Error::other)
+            .and_then(|()| out.write_all(b"\n")),
+        FleetFormat::Json => serde_json::to_writer_pretty(&mut out, view)
+            .map_err(std::io::Error::other)
+            .and_then(|()| out.write_all(b"\n")),
+        FleetFormat::Yaml => {
+            let head = if stream { "---\n" } else { "" };
+            out.write_all(head.as_bytes())
+                .and_then(|()| out.write_all(render::yaml(view).as_bytes()))
+        }
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match written.and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         // `| head`: whoever read it has what they wanted.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -384,7 +397,7 @@ async fn once(config: &Config) -> Result<Exit> {
 
 /// How often the view is computed again without an API change: a witness
 /// goes stale and a member stays not Ready with no event at all.
-const TICK: Duration = Duration::from_secs(1);
+const TICK: Duration = Duration::from_secs(5);
 /// The least time between two computations of the view under a stream of changes.
 const SETTLE: Duration = Duration::from_millis(50);
 /// On a terminal, the table is redrawn at least this often (its ages move).

@@ -358,43 +358,80 @@ pub fn table(view: &FleetView, color: bool, only_problems: bool) -> String {
     out
 }
 
-/// The view as JSON: pretty for one document, one line for a stream.
-pub fn json(view: &FleetView, pretty: bool) -> String {
-    let text = if pretty {
-        serde_json::to_string_pretty(view)
-    } else {
-        serde_json::to_string(view)
-    };
-    text.unwrap_or_else(|e| format!("{{\"error\": \"cannot render the view: {e}\"}}"))
-}
-
 /// The view as YAML.
 pub fn yaml(view: &FleetView) -> String {
     serde_saphyr::to_string(view)
         .unwrap_or_else(|e| format!("error: \"cannot render the view: {e}\"\n"))
 }
 
-/// What changes between two views beside the clock: the view as JSON with the
-/// time and every age left out, to tell whether a redraw shows anything new.
-pub fn fingerprint(view: &FleetView) -> String {
-    fn strip(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(map) => {
-                map.retain(|k, _| !(k == "generated_at" || k.ends_with("_seconds")));
-                map.values_mut().for_each(strip);
+/// What changes between two views beside the clock: a hash of the view as
+/// JSON with `generated_at` and every `*_seconds` field left out, to tell
+/// whether a redraw shows anything new. One pass over the text serde_json
+/// writes (a key is a quoted string followed by `:`, which no string value
+/// can imitate: its quotes are escaped), without a second copy of the view.
+pub fn fingerprint(view: &FleetView) -> u64 {
+    use std::hash::Hasher;
+    let text = serde_json::to_vec(view).unwrap_or_default();
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    let mut rest = text.as_slice();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'"' {
+            if let Some(skip) = clock_field(rest) {
+                rest = &rest[skip..];
+                continue;
             }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
         }
+        hash.write_u8(b);
+        rest = tail;
     }
-    let mut v = serde_json::to_value(view).unwrap_or_default();
-    strip(&mut v);
-    v.to_string()
+    hash.finish()
+}
+
+/// The length of a clock field starting at `s` (`"generated_at":"…",` or
+/// `"for_seconds":12,`, its trailing comma included), if `s` starts one.
+fn clock_field(s: &[u8]) -> Option<usize> {
+    let close = s[1..].iter().position(|b| *b == b'"')? + 1;
+    let key = &s[1..close];
+    if s.get(close + 1) != Some(&b':') || !(key == b"generated_at" || key.ends_with(b"_seconds")) {
+        return None;
+    }
+    let value = close + 2;
+    let end = if s.get(value) == Some(&b'"') {
+        value + 1 + s[value + 1..].iter().position(|b| *b == b'"')? + 1
+    } else {
+        value + s[value..].iter().position(|b| *b == b',' || *b == b'}')?
+    };
+    Some(if s.get(end) == Some(&b',') {
+        end + 1
+    } else {
+        end
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_fields_are_left_out_of_the_fingerprint() {
+        let text = br#"{"generated_at":"2026-12-03T12:00:00Z","a":{"age_seconds":5,"b":"x_seconds","for_seconds":null}}"#;
+        let mut kept = Vec::new();
+        let mut rest = &text[..];
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'"' {
+                if let Some(skip) = clock_field(rest) {
+                    rest = &rest[skip..];
+                    continue;
+                }
+            }
+            kept.push(b);
+            rest = tail;
+        }
+        assert_eq!(
+            String::from_utf8(kept).unwrap(),
+            r#"{"a":{"b":"x_seconds",}}"#
+        );
+    }
 
     #[test]
     fn ages_read_like_kubectls() {

@@ -24,18 +24,19 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, WatchParams};
+use ::kube::api::{Api, ApiResource, GroupVersionKind, ListParams, WatchParams};
 use ::kube::core::WatchEvent;
 use ::kube::Client;
 use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
+use serde::de::{
+    DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::facts::{self, EventSource, Key, PodLite, WITNESS_PREFIX, WITNESS_SELECTOR};
+use super::facts::{self, EventSource, Key, WITNESS_PREFIX, WITNESS_SELECTOR};
+use super::lite::{EventLite, LeaseLite, PodLite, RecordLite};
 use super::store::{Fact, ReadState, Resource, Scope};
 use crate::evidence::client::{call_verb, ApiError, ApiKind};
 use crate::evidence::events::COMPONENT;
@@ -145,10 +146,6 @@ fn resource_of(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
 }
 
-fn pod_resource() -> ApiResource {
-    ApiResource::erase::<Pod>(&())
-}
-
 fn api_for<K>(client: &Client, scope: &Scope, ar: &ApiResource) -> Api<K>
 where
     K: ::kube::Resource<DynamicType = ApiResource, Scope = ::kube::core::DynamicResourceScope>,
@@ -180,7 +177,7 @@ fn lease_key(meta: &ObjectMeta) -> Option<Key> {
 }
 
 /// How an object becomes a fact (`None`: not one `fleet` keeps).
-type Convert<K> = Box<dyn Fn(&K) -> Option<Fact> + Send + Sync>;
+type Convert<K> = Arc<dyn Fn(&K) -> Option<Fact> + Send + Sync>;
 
 /// How the reads of one resource are made: its API, selectors, and how an
 /// object becomes a fact.
@@ -208,22 +205,22 @@ impl Reader {
             Resource::Pods => {
                 let label = self.cluster_label.clone();
                 let plan = Plan::<PodLite> {
-                    api: api_for(&self.lists, &scope, &pod_resource()),
+                    api: typed(&self.lists, &scope),
                     labels: self.pod_selector.clone(),
                     fields: None,
-                    convert: Box::new(move |p| Some(Fact::Pod(facts::pod(p, &label)))),
+                    convert: Arc::new(move |p| Some(Fact::Pod(facts::pod(p, &label)))),
                     key: name_key,
                 };
-                let watches = api_for(&self.watches, &scope, &pod_resource());
+                let watches = typed(&self.watches, &scope);
                 self.run(resource, scope, plan, watches, deadline, watch, tx)
                     .await
             }
             Resource::Leases => {
-                let plan = Plan::<Lease> {
+                let plan = Plan::<LeaseLite> {
                     api: typed(&self.lists, &scope),
                     labels: Some(WITNESS_SELECTOR.to_owned()),
                     fields: None,
-                    convert: Box::new(|l| facts::lease(l).map(Fact::Lease)),
+                    convert: Arc::new(|l| facts::lease(l).map(Fact::Lease)),
                     key: lease_key,
                 };
                 let watches = typed(&self.watches, &scope);
@@ -236,11 +233,11 @@ impl Reader {
                 } else {
                     (EventSource::Probe, "reason=Unhealthy".to_owned())
                 };
-                let plan = Plan::<Event> {
+                let plan = Plan::<EventLite> {
                     api: typed(&self.lists, &scope),
                     labels: None,
                     fields: Some(fields),
-                    convert: Box::new(move |e| {
+                    convert: Arc::new(move |e| {
                         let name = e.metadata.name.clone()?;
                         facts::event(e, source).map(|f| Fact::Event(source, name, f))
                     }),
@@ -257,11 +254,11 @@ impl Reader {
                     resource_of("EtcdMember", "etcdmembers")
                 };
                 let clusters = resource == Resource::EtcdClusters;
-                let plan = Plan::<DynamicObject> {
+                let plan = Plan::<RecordLite> {
                     api: api_for(&self.lists, &scope, &ar),
                     labels: None,
                     fields: None,
-                    convert: Box::new(move |o| {
+                    convert: Arc::new(move |o| {
                         Some(if clusters {
                             Fact::Cluster(facts::cluster_record(o))
                         } else {
@@ -364,9 +361,10 @@ impl Reader {
         deadline: Instant,
     ) -> Result<(Vec<Fact>, String), ApiError<Resource>>
     where
-        K: ::kube::Resource + Clone + DeserializeOwned + Debug,
+        K: ::kube::Resource + Clone + DeserializeOwned + Debug + 'static,
     {
-        let ns = scope.namespace().unwrap_or("");
+        // Errors name the list as `pods tenant-a/*` (or `*/*`).
+        let ns = scope.namespace().unwrap_or("*");
         let mut params = ListParams::default().limit(self.chunk);
         params.label_selector = plan.labels.clone();
         params.field_selector = plan.fields.clone();
@@ -377,8 +375,13 @@ impl Reader {
         loop {
             let mut page_params = params.clone();
             page_params.continue_token = token.clone();
-            let page = call_verb("list", resource, ns, "", deadline, || {
-                plan.api.list(&page_params)
+            let page = call_verb("list", resource, ns, "*", deadline, || {
+                page(
+                    self.lists.clone(),
+                    plan.api.resource_url().to_owned(),
+                    page_params.clone(),
+                    plan.convert.clone(),
+                )
             })
             .await;
             let page = match page {
@@ -393,12 +396,12 @@ impl Reader {
                 }
                 Err(e) => return Err(e),
             };
-            out.extend(page.items.iter().filter_map(|k| (plan.convert)(k)));
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            out.extend(page.facts);
+            token = page.meta.continue_.filter(|t| !t.is_empty());
             self.progress
-                .add(resource, scope, page.items.len(), token.is_none());
+                .add(resource, scope, page.items, token.is_none());
             if token.is_none() {
-                return Ok((out, page.metadata.resource_version.unwrap_or_default()));
+                return Ok((out, page.meta.resource_version.unwrap_or_default()));
             }
         }
     }
@@ -470,6 +473,145 @@ impl Reader {
             }
             tracing::trace!(%resource, %scope, "watch ended by the server; renewing");
         }
+    }
+}
+
+/// One list page, decoded.
+struct Page {
+    facts: Vec<Fact>,
+    meta: ListMeta,
+    items: usize,
+}
+
+/// Fetches one list page and decodes it as it arrives, on a blocking thread:
+/// each item is parsed, turned into facts and dropped before the next, so
+/// neither the page's text nor its objects are ever whole in memory.
+async fn page<K>(
+    client: Client,
+    url: String,
+    params: ListParams,
+    convert: Convert<K>,
+) -> Result<Page, ::kube::Error>
+where
+    K: DeserializeOwned + 'static,
+{
+    let request = ::kube::core::Request::new(url)
+        .list(&params)
+        .map_err(::kube::Error::BuildRequest)?;
+    let body = client.request_stream(request).await?;
+    let decoded = tokio::task::spawn_blocking(move || {
+        let reader = std::io::BufReader::with_capacity(64 << 10, Blocking(Box::pin(body)));
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let mut facts = Vec::new();
+        let mut items = 0;
+        let meta = ListSeed::<K> {
+            convert: &*convert,
+            facts: &mut facts,
+            items: &mut items,
+        }
+        .deserialize(&mut de)
+        .and_then(|meta| de.end().map(|()| meta))
+        .map_err(|e| {
+            if e.is_io() {
+                ::kube::Error::ReadEvents(std::io::Error::from(e))
+            } else {
+                ::kube::Error::SerdeError(e)
+            }
+        })?;
+        Ok(Page { facts, meta, items })
+    })
+    .await;
+    match decoded {
+        Ok(page) => page,
+        Err(e) => Err(::kube::Error::Service(Box::new(e))),
+    }
+}
+
+/// An async body read from a blocking thread.
+struct Blocking<R>(std::pin::Pin<Box<R>>);
+
+impl<R: futures::AsyncRead> std::io::Read for Blocking<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        futures::executor::block_on(futures::AsyncReadExt::read(&mut self.0, buf))
+    }
+}
+
+/// A list document (`{"metadata": …, "items": […]}`) whose items are
+/// converted one by one into `facts`; yields the list's metadata.
+struct ListSeed<'a, K> {
+    convert: &'a (dyn Fn(&K) -> Option<Fact> + Send + Sync),
+    facts: &'a mut Vec<Fact>,
+    items: &'a mut usize,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
+    type Value = ListMeta;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ListMeta, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => meta = map.next_value()?,
+                "items" => map.next_value_seed(Items::<K> {
+                    convert: self.convert,
+                    facts: &mut *self.facts,
+                    items: &mut *self.items,
+                })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+/// The `items` of a list (see [`ListSeed`]).
+struct Items<'a, K> {
+    convert: &'a (dyn Fn(&K) -> Option<Fact> + Send + Sync),
+    facts: &'a mut Vec<Fact>,
+    items: &'a mut usize,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for Items<'_, K> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for Items<'_, K> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list's items")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<K>()? {
+            *self.items += 1;
+            if let Some(fact) = (self.convert)(&item) {
+                self.facts.push(fact);
+            }
+        }
+        Ok(())
     }
 }
 

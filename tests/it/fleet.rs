@@ -78,7 +78,7 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 /// A server with the operator's CRDs, namespaces with `deploy/base` (the
 /// member Pods' ServiceAccount and the agent's Role), and a viewer: a
 /// ServiceAccount of [`OPS_NS`] with a real token.
-struct World {
+pub(crate) struct World {
     api: KubeApiServer,
     admin: Client,
 }
@@ -1254,6 +1254,29 @@ async fn the_shipped_cluster_role_is_enough_each_rule_is_needed_and_what_is_deni
     );
 }
 
+/// A fleet on which `fleet --serve` has a series in every family (for
+/// tests/it/monitoring.rs): one cluster of three with a refused member (a
+/// condition, its age, a refused member's series), read by a viewer whose
+/// role lacks the operator's records (an unread resource). The kubeconfig is
+/// the viewer's.
+pub(crate) async fn every_series() -> (World, PathBuf) {
+    let w = World::start(&[NS_A]).await;
+    healthy(&w, NS_A, "etcd").await;
+    let message = json!({"verdict": "refuse-empty-formed", "exit_code": 10, "member_id": null,
+        "cluster_id": null, "reason": "empty but started before", "remedy": "replace it"})
+    .to_string();
+    w.status(NS_A, "etcd-m2", refused_status(&message, 10, 1, &ago(60)))
+        .await;
+    w.cluster_role("fleet-without-records", |rules| {
+        rules.retain(|r| r["apiGroups"] != json!([GROUP]));
+    })
+    .await;
+    w.bind("fleet-without-records", "partial-viewer", None)
+        .await;
+    let kubeconfig = w.kubeconfig_of("partial-viewer").await;
+    (w, kubeconfig)
+}
+
 // ---------------------------------------------------------------------------
 // --watch and --serve.
 
@@ -1456,4 +1479,517 @@ async fn watch_and_serve_follow_a_members_refusal_and_its_recovery() {
     });
     assert_eq!(watching.interrupt(), 50, "the last view's code");
     assert_eq!(serving.interrupt(), 0, "--serve ends with 0");
+}
+
+// ---------------------------------------------------------------------------
+// The benchmark (scripts/bench-fleet): not run by `cargo test`.
+
+/// `fleet` on a generated fleet of `FLEET_BENCH_CLUSTERS` (default 1,000)
+/// clusters of three members, one namespace each as tenants have them: the
+/// member Pods are the example Pod of `deploy/overlays/example` (its size,
+/// env and volumes), with kubelet-like statuses; a witness Lease per member;
+/// the operator's EtcdCluster and EtcdMembers; Events (the agent's refusals,
+/// the kubelet's readiness failures, and kubelet noise the field selectors
+/// leave on the server). 2 % of the clusters have a refused member, 2.5 % a
+/// member not Ready.
+///
+/// Measured with the release binary (`FLEET_BENCH_BIN`), each figure written
+/// to `FLEET_BENCH_OUT` as JSON for the script to judge: the first full view
+/// (`fleet -A -o json` and the table, wall time and peak RSS by
+/// `/usr/bin/time -v`, `FLEET_BENCH_RUNS` runs each), and `--watch`: from the
+/// write of one member's refusal to the view that shows it, then its
+/// recovery, `FLEET_BENCH_RUNS` times, and the watcher's peak RSS.
+/// `FLEET_BENCH_WATCH_CACHE=false` runs the server as the other tests do
+/// (every list read from etcd).
+mod bench {
+    use super::*;
+    use futures::StreamExt;
+    use std::io::Read;
+    use std::time::Instant;
+
+    fn env_or(name: &str, default: &str) -> String {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    }
+
+    fn tenant(i: usize) -> String {
+        format!("tenant-{i:04}")
+    }
+
+    /// The example member Pod, renamed to `name` of `cluster`.
+    fn example_pod(template: &Value, ns: &str, cluster: &str, name: &str) -> Value {
+        let mut pod = template.clone();
+        pod["metadata"] = json!({
+            "name": name, "namespace": ns,
+            "labels": {CLUSTER_LABEL: cluster, "app.kubernetes.io/name": "etcd",
+                       "app.kubernetes.io/instance": cluster,
+                       "app.kubernetes.io/managed-by": "etcd-operator",
+                       "app.kubernetes.io/component": name},
+            "annotations": {"kubectl.kubernetes.io/default-container": "etcd"},
+        });
+        pod["spec"]["hostname"] = json!(name);
+        pod["spec"]["subdomain"] = json!(cluster);
+        pod["spec"]["nodeName"] = json!(format!("node-{}", name.len() % 7));
+        pod
+    }
+
+    /// The statuses of the example Pod's containers: the sidecar running,
+    /// install/restore/preflight done (`start`), etcd Ready, or as `refused`
+    /// or `not_ready` say.
+    fn status(member: &str, cluster_id: &str, refused: bool, not_ready: bool) -> Value {
+        let done = |name: &str, message: Option<String>| {
+            json!({"name": name, "image": AGENT_IMAGE, "imageID": "", "ready": false, "restartCount": 0,
+                   "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
+                                            "startedAt": ago(86_000), "finishedAt": ago(85_990)}}})
+        };
+        if refused {
+            let message = json!({"verdict": "refuse-empty-formed", "exit_code": 10, "member_id": null,
+                "cluster_id": null,
+                "reason": format!("the data directory is empty but this member started before: the EtcdMember records memberID {}", id_of(member)),
+                "remedy": "this member's data is gone; do not start it on an empty directory. Remove the member (etcdctl member remove <id>) and add it again"})
+            .to_string();
+            let mut s = refused_status(&message, 10, 7, &ago(20));
+            s["initContainerStatuses"] = json!([
+                running("agent", AGENT_IMAGE, true, 0, &ago(900)),
+                done("install", None),
+                done("restore", None),
+                s["initContainerStatuses"][1].clone(),
+            ]);
+            return s;
+        }
+        let ready = !not_ready;
+        let mut s = member_status(
+            member,
+            cluster_id,
+            ready,
+            if ready { 80_000 } else { 400 },
+            (!ready).then(|| json!({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container=etcd"}})),
+            if ready { 0 } else { 6 },
+        );
+        s["initContainerStatuses"] = json!([
+            running("agent", AGENT_IMAGE, true, 0, &ago(86_100)),
+            done("install", None),
+            done("restore", None),
+            done("preflight", Some(start_message(member, cluster_id))),
+        ]);
+        s
+    }
+
+    async fn create<K>(api: &Api<K>, obj: Value)
+    where
+        K: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let obj: K = from_json(obj);
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create {obj:?}: {e}"));
+    }
+
+    /// One tenant: namespace, ServiceAccount, records, Pods and their
+    /// statuses, witnesses, Events.
+    async fn generate(admin: Client, template: Value, i: usize) {
+        let ns = tenant(i);
+        let cluster = "etcd";
+        let members: Vec<String> = (1..=3).map(|m| format!("t{i:04}-m{m}")).collect();
+        let id = cluster_id_of(&ns, cluster);
+        let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+        create(&nss, json!({"metadata": {"name": ns}})).await;
+        let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
+        create(&sas, json!({"metadata": {"name": AGENT_SERVICE_ACCOUNT}})).await;
+        let clusters: Api<DynamicObject> =
+            Api::namespaced_with(admin.clone(), &ns, &resource("EtcdCluster", "etcdclusters"));
+        let records: Api<DynamicObject> =
+            Api::namespaced_with(admin.clone(), &ns, &resource("EtcdMember", "etcdmembers"));
+        create(
+            &clusters,
+            json!({"apiVersion": format!("{GROUP}/v1alpha2"), "kind": "EtcdCluster",
+                   "metadata": {"name": cluster, "namespace": ns},
+                   "spec": {"version": "3.6.11", "replicas": 3}}),
+        )
+        .await;
+        clusters
+            .patch_status(
+                cluster,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"status": {"clusterID": id, "clusterToken": token_of(&ns, cluster),
+                                                "readyMembers": 3}}),
+                ),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(admin.clone(), &ns);
+        let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
+        for (k, m) in members.iter().enumerate() {
+            create(
+                &records,
+                json!({"apiVersion": format!("{GROUP}/v1alpha2"), "kind": "EtcdMember",
+                       "metadata": {"name": m, "namespace": ns, "labels": {CLUSTER_LABEL: cluster}},
+                       "spec": {"clusterName": cluster, "version": "3.6.11",
+                                "storage": {"size": "1Gi", "medium": ""},
+                                "initialCluster": initial_cluster(&ns, cluster, &members),
+                                "clusterToken": token_of(&ns, cluster), "bootstrap": k == 0}}),
+            )
+            .await;
+            records
+                .patch_status(
+                    m,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"memberID": id_of(m), "isVoter": true,
+                                                    "podName": m, "pvcName": format!("data-{m}")}})),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let uid = pods
+                .create(
+                    &PostParams::default(),
+                    &from_json(example_pod(&template, &ns, cluster, m)),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("cannot create Pod {ns}/{m}: {e}"))
+                .metadata
+                .uid
+                .unwrap_or_default();
+            let refused = i % 50 == 7 && k == 2;
+            let not_ready = i % 40 == 3 && k == 1;
+            pods.patch_status(
+                m,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status(m, &id, refused, not_ready)})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+            let renewed = Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+                .to_string();
+            create(
+                &leases,
+                json!({"metadata": {"name": format!("etcd-witness-{m}"), "namespace": ns,
+                         "labels": {"app.kubernetes.io/name": "etcd-member-agent",
+                                    "app.kubernetes.io/component": "witness"},
+                         "annotations": {
+                            "etcd-member-agent.cozystack.io/member-id": id_of(m),
+                            "etcd-member-agent.cozystack.io/cluster-id": id,
+                            "etcd-member-agent.cozystack.io/raft-term": "7",
+                            "etcd-member-agent.cozystack.io/raft-index": (1_000_000 + i * 3 + k).to_string(),
+                            "etcd-member-agent.cozystack.io/pod-uid": uid}},
+                       "spec": {"holderIdentity": m, "leaseDurationSeconds": WITNESS_SECS,
+                                "acquireTime": renewed, "renewTime": renewed, "leaseTransitions": 0}}),
+            )
+            .await;
+            let event = |name: String,
+                         reason: &str,
+                         message: &str,
+                         component: &str,
+                         field: &str,
+                         kind: &str| {
+                json!({"metadata": {"name": name, "namespace": ns},
+                       "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": m, "namespace": ns,
+                                          "uid": uid, "fieldPath": field},
+                       "reason": reason, "message": message, "type": kind, "count": 1,
+                       "firstTimestamp": ago(600), "lastTimestamp": ago(10),
+                       "source": {"component": component}, "reportingComponent": component})
+            };
+            if refused {
+                create(
+                    &events,
+                    event(
+                        format!("{m}.refusal"),
+                        "refuse-empty-formed",
+                        "the data directory is empty but this member started before",
+                        "etcd-member-agent",
+                        "",
+                        "Warning",
+                    ),
+                )
+                .await;
+            }
+            if not_ready {
+                create(
+                    &events,
+                    event(
+                        format!("{m}.unhealthy"),
+                        "Unhealthy",
+                        "Readiness probe failed: HTTP probe failed with statuscode: 503",
+                        "kubelet",
+                        "spec.containers{etcd}",
+                        "Warning",
+                    ),
+                )
+                .await;
+            }
+            if k == 0 {
+                // Noise the field selectors leave on the server.
+                create(&events, event(format!("{m}.pulled"), "Pulled",
+                    "Container image \"quay.io/coreos/etcd:v3.6.11\" already present on machine",
+                    "kubelet", "spec.containers{etcd}", "Normal")).await;
+            }
+        }
+    }
+
+    /// `/usr/bin/time -v BIN fleet ARGS`: wall seconds, peak RSS KiB, stdout.
+    fn timed(bin: &str, kubeconfig: &std::path::Path, args: &[&str]) -> (f64, u64, String) {
+        let mut cmd = std::process::Command::new("/usr/bin/time");
+        cmd.arg("-v")
+            .arg(bin)
+            .arg("fleet")
+            .args(args)
+            .env_clear()
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let out = cmd.output().expect("run /usr/bin/time");
+        let wall = started.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let rss = stderr
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("Maximum resident set size (kbytes): ")
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time:\n{stderr}"));
+        (wall, rss, String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    }
+
+    /// A watcher whose stdout lines are stamped when read.
+    struct Watcher {
+        child: Child,
+        lines: mpsc::Receiver<(Instant, String)>,
+    }
+
+    impl Watcher {
+        fn wait(&self, what: &str, needle: &str) -> Instant {
+            let deadline = Deadline::after(patience());
+            loop {
+                match self.lines.recv_timeout(deadline.remaining()) {
+                    Ok((at, line)) if line.contains(needle) => return at,
+                    Ok(_) => {}
+                    Err(_) => panic!(
+                        "--watch showed no view where {what} within {:?}",
+                        patience()
+                    ),
+                }
+            }
+        }
+    }
+
+    impl Drop for Watcher {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a benchmark: scripts/bench-fleet runs it"]
+    async fn a_fleet_of_1000_clusters() {
+        let clusters: usize = env_or("FLEET_BENCH_CLUSTERS", "1000")
+            .parse()
+            .expect("a number");
+        let runs: usize = env_or("FLEET_BENCH_RUNS", "5").parse().expect("a number");
+        let bin = std::env::var("FLEET_BENCH_BIN").expect("FLEET_BENCH_BIN: the release binary");
+        let watch_cache = env_or("FLEET_BENCH_WATCH_CACHE", "true") == "true";
+        let api = KubeApiServer::start_with(&[&format!("--watch-cache={watch_cache}")]).await;
+        let admin = api.admin().await;
+        let template: Value = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo().join("deploy/overlays/example/pod.yaml")).unwrap(),
+        )
+        .unwrap();
+
+        let started = Instant::now();
+        let mut done = 0;
+        let mut work = futures::stream::iter(0..clusters)
+            .map(|i| generate(admin.clone(), template.clone(), i))
+            .buffer_unordered(32);
+        while work.next().await.is_some() {
+            done += 1;
+            if done % 100 == 0 {
+                eprintln!(
+                    "bench-fleet: {done} of {clusters} clusters generated in {:.0?}",
+                    started.elapsed()
+                );
+            }
+        }
+        drop(work);
+        let generated_in = started.elapsed().as_secs_f64();
+        api.create_namespace(OPS_NS).await;
+        let w = World { api, admin };
+        let viewer = w.viewer().await;
+        let bin_ref = bin.clone();
+        let viewer_ref = viewer.clone();
+        // FLEET_BENCH_HOLD=<file>: the viewer's kubeconfig is written there and
+        // the server kept until the file is removed (to profile by hand).
+        if let Ok(hold) = std::env::var("FLEET_BENCH_HOLD") {
+            std::fs::write(&hold, viewer.display().to_string()).expect("write the hold file");
+            eprintln!(
+                "bench-fleet: holding the server; kubeconfig {}; remove {hold} to go on",
+                viewer.display()
+            );
+            let deadline = Deadline::after(Duration::from_secs(4 * 3600));
+            while std::path::Path::new(&hold).exists() && !deadline.passed() {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+
+        // The first full view: JSON (checked), then the table.
+        let (mut json_wall, mut json_rss, mut table_wall, mut table_rss) =
+            (vec![], vec![], vec![], vec![]);
+        let mut summary = String::new();
+        for _ in 0..runs {
+            let (wall, rss, out) =
+                tokio::task::block_in_place(|| timed(&bin_ref, &viewer_ref, &["-A", "-o", "json"]));
+            let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+            assert_eq!(doc["complete"], true, "{}", doc["unread"]);
+            assert_eq!(doc["summary"]["clusters"], clusters);
+            assert_eq!(doc["summary"]["members"], 3 * clusters);
+            summary = doc["summary"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            json_wall.push(wall);
+            json_rss.push(rss as f64);
+            let (wall, rss, out) =
+                tokio::task::block_in_place(|| timed(&bin_ref, &viewer_ref, &["-A"]));
+            assert!(
+                out.ends_with(&format!("{summary}\n")),
+                "the table ends with the summary"
+            );
+            table_wall.push(wall);
+            table_rss.push(rss as f64);
+        }
+        eprintln!("bench-fleet: {summary}");
+
+        // --watch: one member's refusal, then its recovery.
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["fleet", "-A", "--watch", "-o", "json"])
+            .env_clear()
+            .env("KUBECONFIG", &viewer)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("start the watcher");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let mut chunk = vec![0u8; 1 << 16];
+            loop {
+                let n = match stdout.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                buf.extend_from_slice(&chunk[..n]);
+                while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=end).collect();
+                    let at = Instant::now();
+                    if tx
+                        .send((at, String::from_utf8_lossy(&line).into_owned()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        let watcher = Watcher { child, lines };
+        let pid = watcher.child.id();
+        tokio::task::block_in_place(|| {
+            watcher.wait("the first view is complete", "\"complete\":true")
+        });
+        let (mut refusal, mut recovery) = (vec![], vec![]);
+        for k in 0..runs {
+            // A healthy cluster (not one of the refused or not Ready ones).
+            let i = (0..clusters)
+                .map(|j| (11 + (k + j) * 97) % clusters)
+                .find(|i| i % 50 != 7 && i % 40 != 3)
+                .expect("a healthy cluster");
+            let (ns, m) = (tenant(i), format!("t{i:04}-m1"));
+            let id = cluster_id_of(&ns, "etcd");
+            let row = |status: &str| {
+                format!("\"member\":\"{m}\",\"pod\":\"{m}\",\"node\":\"node-{}\",\"status\":\"{status}\"", m.len() % 7)
+            };
+            let t0 = Instant::now();
+            w.status(&ns, &m, status(&m, &id, true, false)).await;
+            let seen = tokio::task::block_in_place(|| {
+                watcher.wait("a member is refused", &row("refused"))
+            });
+            refusal.push(seen.duration_since(t0).as_secs_f64());
+            let t0 = Instant::now();
+            w.status(&ns, &m, status(&m, &id, false, false)).await;
+            let seen =
+                tokio::task::block_in_place(|| watcher.wait("it is ready again", &row("ready")));
+            recovery.push(seen.duration_since(t0).as_secs_f64());
+        }
+        let hwm: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        drop(watcher);
+
+        let result = json!({
+            "clusters": clusters, "members": 3 * clusters, "watch_cache": watch_cache,
+            "kube_apiserver": kube_apiserver_version(), "runs": runs,
+            "generated_in_s": generated_in, "summary": summary,
+            "first_view_json_s": {"median": median(json_wall.clone()), "max": json_wall.iter().cloned().fold(0.0, f64::max)},
+            "first_view_json_peak_rss_kib": json_rss.iter().cloned().fold(0.0, f64::max),
+            "first_view_table_s": {"median": median(table_wall.clone()), "max": table_wall.iter().cloned().fold(0.0, f64::max)},
+            "first_view_table_peak_rss_kib": table_rss.iter().cloned().fold(0.0, f64::max),
+            "watch_refusal_s": {"median": median(refusal.clone()), "max": refusal.iter().cloned().fold(0.0, f64::max)},
+            "watch_recovery_s": {"median": median(recovery.clone()), "max": recovery.iter().cloned().fold(0.0, f64::max)},
+            "watch_peak_rss_kib": hwm,
+        });
+        eprintln!("bench-fleet: {result:#}");
+        if let Ok(path) = std::env::var("FLEET_BENCH_OUT") {
+            std::fs::write(&path, result.to_string()).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+    }
+}
+
+/// The capture of docs/fleet.md: `script` runs `fleet -A` on a terminal
+/// against the every-condition fleet and the typescript is written to
+/// `FLEET_CAPTURE`. Run by hand:
+/// `FLEET_CAPTURE=/tmp/fleet.typescript cargo test --test it -- --ignored fleet::capture_for_docs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes the capture of docs/fleet.md"]
+async fn capture_for_docs() {
+    let out = std::env::var("FLEET_CAPTURE").expect("FLEET_CAPTURE: where to write the capture");
+    let w = World::start(&[NS_A, NS_B]).await;
+    build_fleet(&w).await;
+    let viewer = w.viewer().await;
+    let command = format!(
+        "COLUMNS=250 {AGENT_BIN} fleet -A --color=always --kubeconfig {}",
+        viewer.display()
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("script")
+            .args(["-q", "-e", "-c", &command, &out])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TERM", "xterm-256color")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .expect("run script(1)")
+    })
+    .await
+    .unwrap();
+    assert_eq!(status.code(), Some(50), "fleet's exit code through script");
 }
