@@ -1047,6 +1047,42 @@ async fn a_fleet_with_every_condition_once_is_named_in_the_table_and_in_json() {
         "one object per page gives the same view"
     );
 
+    // ---- YAML is the same document.
+    let yaml = fleet(&viewer, &["-A", "-o", "yaml"]).await;
+    yaml.assert_code(50);
+    let from_yaml: Value = serde_saphyr::from_str(&yaml.stdout)
+        .unwrap_or_else(|e| panic!("-o yaml is not YAML: {e}\n{yaml}"));
+    assert_eq!(
+        timeless(&from_yaml),
+        timeless(doc),
+        "-o yaml and -o json agree"
+    );
+
+    // ---- As a kubectl plugin: the binary called kubectl-etcd_guard is fleet.
+    let bin_dir = tempfile::tempdir().expect("tempdir");
+    let plugin = bin_dir.path().join("kubectl-etcd_guard");
+    std::os::unix::fs::symlink(AGENT_BIN, &plugin).expect("symlink");
+    let kubeconfig = viewer.display().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(&plugin);
+        cmd.env_clear()
+            .args(["-A", "-o", "json", "--kubeconfig", &kubeconfig]);
+        run_command(cmd)
+    })
+    .await
+    .unwrap();
+    run.assert_code(50);
+    assert_eq!(
+        timeless(run.json()),
+        timeless(doc),
+        "kubectl etcd-guard is fleet"
+    );
+
+    // ---- --only-problems leaves the healthy cluster out.
+    let problems = fleet(&viewer, &["-A", "--only-problems"]).await;
+    assert!(!problems.stdout.contains("healthy-m1"), "{problems}");
+    assert!(problems.stdout.contains("lagging-m3"), "{problems}");
+
     // ---- The table names each condition in its cluster's line.
     let table = fleet(&viewer, &["-A"]).await;
     table.assert_code(50);
@@ -1101,6 +1137,39 @@ impl ConditionNames {
         "raft-lag",
         "hazards",
     ];
+}
+
+/// No usable kubeconfig: a configuration error (2), and with `-o json` still
+/// one document saying so.
+#[test]
+fn an_unusable_kubeconfig_is_a_configuration_error_with_a_json_document() {
+    let run = run_agent(
+        [
+            "fleet",
+            "-A",
+            "-o",
+            "json",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        &[("HOME", "/nonexistent")],
+    );
+    run.assert_code(2);
+    assert_eq!(run.json()["exit_code"], 2, "{run}");
+    assert_eq!(run.json()["error"]["kind"], "usage", "{run}");
+    assert!(
+        run.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/nonexistent/kubeconfig"),
+        "{run}"
+    );
+    let run = run_agent(
+        ["fleet", "-n", "Not_A_Namespace", "-o", "json"],
+        &[("HOME", "/x")],
+    );
+    run.assert_code(2);
+    assert_eq!(run.json()["error"]["kind"], "usage", "{run}");
 }
 
 // ---------------------------------------------------------------------------
