@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::disk::ids::token_sha256;
 use crate::evidence::kube::{parse_cluster, parse_member};
 use crate::evidence::lease::{self, WitnessRecord};
 use crate::evidence::pod::{stuck_in_status, Hazard, HAZARD_KINDS};
@@ -563,6 +564,10 @@ pub struct ClusterRecordFacts {
     pub cluster_id: Option<String>,
     /// `spec.replicas`.
     pub replicas: Option<i64>,
+    /// `metadata.uid`: this incarnation of the cluster.
+    pub uid: Option<String>,
+    /// SHA-256 of `status.clusterToken`, as a witness records its token.
+    pub token_sha256: Option<String>,
     /// Why the record could not be read, when it could not.
     pub problem: Option<String>,
 }
@@ -613,6 +618,8 @@ pub fn cluster_record(obj: &RecordLite) -> ClusterRecordFacts {
             created,
             cluster_id: r.cluster_id.map(|id| id.to_string()),
             replicas: r.replicas,
+            uid: r.uid,
+            token_sha256: r.cluster_token.as_deref().map(token_sha256),
             problem: None,
         },
         Err(e) => ClusterRecordFacts {
@@ -621,6 +628,8 @@ pub fn cluster_record(obj: &RecordLite) -> ClusterRecordFacts {
             created,
             cluster_id: None,
             replicas: None,
+            uid: None,
+            token_sha256: None,
             problem: Some(e.to_string()),
         },
     }

@@ -190,9 +190,10 @@ impl RecordLite {
         if let Some(kind) = &self.kind {
             doc.insert("kind".into(), serde_json::Value::String(kind.clone()));
         }
-        if let Some(name) = &self.metadata.name {
-            doc.insert("metadata".into(), serde_json::json!({ "name": name }));
-        }
+        doc.insert(
+            "metadata".into(),
+            serde_json::json!({ "name": self.metadata.name, "uid": self.metadata.uid }),
+        );
         for (key, value) in [("spec", &self.spec), ("status", &self.status)] {
             if let Some(v) = value {
                 doc.insert(key.into(), v.clone());
@@ -265,13 +266,13 @@ mod tests {
             Some("m")
         );
         let record: RecordLite = serde_json::from_value(json!({
-            "kind": "EtcdMember", "metadata": {"name": "m", "managedFields": []},
+            "kind": "EtcdMember", "metadata": {"name": "m", "uid": "u-1", "managedFields": []},
             "spec": {"clusterName": "etcd"}, "status": {"memberID": "1"},
         }))
         .unwrap();
         assert_eq!(
             record.document(),
-            json!({"kind": "EtcdMember", "metadata": {"name": "m"},
+            json!({"kind": "EtcdMember", "metadata": {"name": "m", "uid": "u-1"},
                    "spec": {"clusterName": "etcd"}, "status": {"memberID": "1"}})
         );
     }

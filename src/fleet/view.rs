@@ -15,11 +15,11 @@
 //! |---|---|
 //! | `quorum-lost` | fewer healthy voters (Ready, not refused) than the quorum (⌊n/2⌋+1 of the n voters) |
 //! | `quorum-at-risk` | a voter is not healthy and the healthy ones are no more than the quorum: one more loss loses it |
-//! | `cluster-id-mismatch` | the members' witnesses (and the `EtcdCluster`'s `status.clusterID`) name more than one cluster ID |
+//! | `cluster-id-mismatch` | the members' witnesses of this incarnation (and the `EtcdCluster`'s `status.clusterID`) name more than one cluster ID |
 //! | `members-refused` | a guard (`preflight`, `restore`) last ended with a non-zero exit code |
 //! | `members-not-ready` | a member not refused has been not Ready (or without a Pod) for longer than `--not-ready-after` |
 //! | `witness-stale` | a Ready member's witness Lease was not renewed within its `leaseDurationSeconds` |
-//! | `witness-missing` | a Ready member with the sidecar has no witness Lease |
+//! | `witness-missing` | a Ready member with the guard has no witness Lease of this incarnation |
 //! | `raft-lag` | a Ready member's fresh witness is more than `--lag-threshold` entries behind the highest of the cluster's |
 //! | `hazards` | pod-check's findings: a container stuck on its configuration, a reference to a missing ConfigMap or Secret |
 
@@ -236,6 +236,15 @@ pub struct WitnessView {
     pub age_seconds: Option<i64>,
     /// Not renewed within its `leaseDurationSeconds`.
     pub stale: bool,
+    /// The MVCC revision at the mark, when the sidecar records it.
+    pub revision: Option<i64>,
+    /// SHA-256 of the token the cluster was formed with, when recorded.
+    pub token_sha256: Option<String>,
+    /// The `EtcdCluster`'s `metadata.uid` it was written under, when recorded.
+    pub cluster_uid: Option<String>,
+    /// Written under another incarnation of the cluster (another `EtcdCluster`
+    /// UID or token than the record's): it neither vouches nor disagrees here.
+    pub other_incarnation: bool,
     /// Annotations missing or unreadable.
     pub problems: Vec<String>,
 }
@@ -811,8 +820,23 @@ fn witness(l: &LeaseFacts, now: Timestamp) -> WitnessView {
         renewed_at: l.renewed,
         age_seconds: age(now, l.renewed),
         stale,
+        revision: r.revision,
+        token_sha256: r.incarnation.token_sha256.clone(),
+        cluster_uid: r.incarnation.cluster_uid.clone(),
+        other_incarnation: false,
         problems: r.problems.clone(),
     }
+}
+
+/// Whether a witness was written under another incarnation than the
+/// cluster's record: an `EtcdCluster` UID or a token hash both sides know, and
+/// that differ. Unknown on either side is no evidence of another incarnation.
+fn other_incarnation(w: &WitnessView, record: Option<&ClusterRecordFacts>) -> bool {
+    let differ =
+        |a: &Option<String>, b: Option<&String>| matches!((a, b), (Some(a), Some(b)) if a != b);
+    record.is_some_and(|r| {
+        differ(&w.cluster_uid, r.uid.as_ref()) || differ(&w.token_sha256, r.token_sha256.as_ref())
+    })
 }
 
 /// When a witness went stale (its renewal plus its duration).
@@ -1163,7 +1187,7 @@ fn witness_stale(f: &ClusterFacts<'_>) -> Option<Condition> {
         let (Some(w), Some(l)) = (&m.witness, l) else {
             continue;
         };
-        if m.status != MemberStatus::Ready || !w.stale {
+        if m.status != MemberStatus::Ready || !w.stale || w.other_incarnation {
             continue;
         }
         names.push(m.member.clone());
@@ -1188,23 +1212,30 @@ fn witness_missing(f: &ClusterFacts<'_>) -> Option<Condition> {
     if !f.leases_read {
         return None;
     }
-    let names: Vec<String> = f
-        .members
-        .iter()
-        .zip(&f.witnesses)
-        .filter(|(m, l)| m.status == MemberStatus::Ready && l.is_none() && m.guarded)
-        .map(|(m, _)| m.member.clone())
-        .collect();
+    let mut names = Vec::new();
+    let mut details = Vec::new();
+    for m in f.members {
+        if m.status != MemberStatus::Ready || !m.guarded {
+            continue;
+        }
+        let lease = crate::evidence::lease::lease_name(&m.member);
+        match &m.witness {
+            None => details.push(format!("no Lease {lease}")),
+            Some(w) if w.other_incarnation => {
+                details.push(format!("{lease} is another incarnation's"))
+            }
+            Some(_) => continue,
+        }
+        names.push(m.member.clone());
+    }
     (!names.is_empty()).then(|| {
-        let detail = format!(
-            "no Lease {}",
-            names
-                .iter()
-                .map(|n| crate::evidence::lease::lease_name(n))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        condition(f, ConditionKind::WitnessMissing, names, None, detail)
+        condition(
+            f,
+            ConditionKind::WitnessMissing,
+            names,
+            None,
+            details.join(", "),
+        )
     })
 }
 
@@ -1214,7 +1245,10 @@ fn raft_lag(f: &ClusterFacts<'_>) -> Option<Condition> {
         .iter()
         .filter(|m| m.status == MemberStatus::Ready)
         .filter_map(|m| {
-            let w = m.witness.as_ref().filter(|w| !w.stale)?;
+            let w = m
+                .witness
+                .as_ref()
+                .filter(|w| !w.stale && !w.other_incarnation)?;
             Some((m, w.raft_index?))
         })
         .collect();
@@ -1310,10 +1344,16 @@ fn cluster(
     // The rules see the members by name (their lists and details read in
     // that order); the rows are shown worst first.
     rows.sort_by(|a, b| a.0.member.cmp(&b.0.member));
+    for (m, _, _) in &mut rows {
+        if let Some(w) = &mut m.witness {
+            w.other_incarnation = other_incarnation(w, record);
+        }
+    }
 
     let mut claims: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (m, _, _) in &rows {
-        if let Some(id) = m.witness.as_ref().and_then(|w| w.cluster_id.clone()) {
+        let ours = m.witness.as_ref().filter(|w| !w.other_incarnation);
+        if let Some(id) = ours.and_then(|w| w.cluster_id.clone()) {
             claims.entry(id).or_default().push(m.member.clone());
         }
     }
@@ -1529,6 +1569,12 @@ mod tests {
                 )),
                 raft_term: Some(3),
                 raft_index: Some(index),
+                revision: Some(i64::try_from(index).unwrap() * 2),
+                incarnation: crate::disk::ids::Incarnation {
+                    token_sha256: None,
+                    cluster_uid: Some("uid-of-etcd".into()),
+                },
+                format: Some(1),
                 pod_uid: Some(format!("uid-{member}")),
                 renew_time: None,
                 problems: Vec::new(),
@@ -1774,6 +1820,8 @@ mod tests {
             created: ago(9000),
             cluster_id: Some(ID.into()),
             replicas: Some(3),
+            uid: Some("uid-of-etcd".into()),
+            token_sha256: None,
             problem: None,
         }));
         let v = view(&s);
@@ -1787,6 +1835,54 @@ mod tests {
         assert_eq!(c.cluster_id, None);
         assert_eq!(c.cluster_ids.len(), 2);
         assert_eq!(c.replicas, Some(3));
+    }
+
+    #[test]
+    fn another_incarnations_witness_neither_agrees_nor_disagrees() {
+        let record = ClusterRecordFacts {
+            namespace: NS.into(),
+            name: "etcd".into(),
+            created: ago(9000),
+            cluster_id: Some(ID.into()),
+            replicas: Some(3),
+            uid: Some("uid-of-etcd".into()),
+            token_sha256: Some(crate::disk::ids::token_sha256("t")),
+            problem: None,
+        };
+        let mut s = store(three("etcd"));
+        s.upsert(Fact::Cluster(record));
+        // m3's Lease is a leftover of an earlier EtcdCluster of the name, with
+        // another cluster ID and far behind: no mismatch, no lag; the member
+        // has no witness of this incarnation.
+        let mut old = lease("etcd-m3", "1111111111111111", 10, 5);
+        old.record.incarnation.cluster_uid = Some("uid-of-an-earlier-etcd".into());
+        s.upsert(Fact::Lease(old));
+        let v = view(&s);
+        let c = only(&v);
+        assert_eq!(kinds(c), [ConditionKind::WitnessMissing]);
+        assert_eq!(
+            c.conditions[0].detail,
+            "etcd-witness-etcd-m3 is another incarnation's"
+        );
+        assert_eq!(c.cluster_id.as_deref(), Some(ID));
+        let m3 = c.members.iter().find(|m| m.member == "etcd-m3").unwrap();
+        assert!(m3.witness.as_ref().unwrap().other_incarnation);
+        // A token hash that differs tells it too; an unknown one does not.
+        let mut other_token = lease("etcd-m3", "1111111111111111", 10, 5);
+        other_token.record.incarnation = crate::disk::ids::Incarnation {
+            token_sha256: Some(crate::disk::ids::token_sha256("another token")),
+            cluster_uid: None,
+        };
+        s.upsert(Fact::Lease(other_token));
+        assert_eq!(kinds(only(&view(&s))), [ConditionKind::WitnessMissing]);
+        let mut unknown = lease("etcd-m3", "1111111111111111", 1000, 5);
+        unknown.record.incarnation = crate::disk::ids::Incarnation::default();
+        s.upsert(Fact::Lease(unknown));
+        assert_eq!(
+            kinds(only(&view(&s))),
+            [ConditionKind::ClusterIdMismatch],
+            "an unknown incarnation is taken as this one"
+        );
     }
 
     #[test]
@@ -1898,6 +1994,8 @@ mod tests {
             created: ago(500),
             cluster_id: None,
             replicas: Some(3),
+            uid: None,
+            token_sha256: None,
             problem: None,
         }));
         let v = view(&s);

@@ -302,6 +302,22 @@ impl World {
             Api::namespaced(self.admin.clone(), ns);
         let renewed =
             Timestamp::from_second(Timestamp::now().as_second() - renewed_ago).expect("a time");
+        // The incarnation, as the sidecar records it (issue 29): the
+        // EtcdCluster's UID and the SHA-256 of the token.
+        let cluster = member.rsplit_once("-m").map(|(c, _)| c).unwrap_or(member);
+        let records: Api<DynamicObject> = Api::namespaced_with(
+            self.admin.clone(),
+            ns,
+            &resource("EtcdCluster", "etcdclusters"),
+        );
+        let cluster_uid = records
+            .get_opt(cluster)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.metadata.uid)
+            .unwrap_or_default();
+        let token_sha256 = token_sha256_of(ns, cluster);
         let lease = json!({
             "metadata": {
                 "name": format!("etcd-witness-{member}"), "namespace": ns,
@@ -313,6 +329,10 @@ impl World {
                     "etcd-member-agent.cozystack.io/raft-term": "4",
                     "etcd-member-agent.cozystack.io/raft-index": index.to_string(),
                     "etcd-member-agent.cozystack.io/pod-uid": format!("uid-of-{member}"),
+                    "etcd-member-agent.cozystack.io/revision": (index * 2).to_string(),
+                    "etcd-member-agent.cozystack.io/token-sha256": token_sha256,
+                    "etcd-member-agent.cozystack.io/cluster-uid": cluster_uid,
+                    "etcd-member-agent.cozystack.io/format": "2",
                 },
             },
             "spec": {"holderIdentity": member, "leaseDurationSeconds": WITNESS_SECS,
@@ -365,6 +385,14 @@ fn repo() -> PathBuf {
 
 fn token_of(ns: &str, cluster: &str) -> String {
     format!("{ns}-{cluster}-token")
+}
+
+fn token_sha256_of(ns: &str, cluster: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(token_of(ns, cluster).as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn initial_cluster(ns: &str, cluster: &str, members: &[String]) -> String {
@@ -890,6 +918,17 @@ async fn a_fleet_with_every_condition_once_is_named_in_the_table_and_in_json() {
         "the termination message is preflight's"
     );
     let witness_renewed = m["witness"]["renewed_at"].as_str().unwrap().to_owned();
+    let refused_uid_of_record = Api::<DynamicObject>::namespaced_with(
+        w.admin.clone(),
+        NS_A,
+        &resource("EtcdCluster", "etcdclusters"),
+    )
+    .get("refused")
+    .await
+    .unwrap()
+    .metadata
+    .uid
+    .unwrap();
     let mut expected = json!({
         "member": "refused-m3",
         "pod": "refused-m3",
@@ -923,6 +962,10 @@ async fn a_fleet_with_every_condition_once_is_named_in_the_table_and_in_json() {
             "holder": "refused-m3",
             "renewed_at": witness_renewed,
             "stale": true,
+            "revision": 98000,
+            "token_sha256": token_sha256_of(NS_A, "refused"),
+            "cluster_uid": refused_uid_of_record,
+            "other_incarnation": false,
             "problems": [],
         },
         "readiness": {
