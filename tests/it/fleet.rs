@@ -1366,6 +1366,48 @@ async fn the_shipped_cluster_role_is_enough_each_rule_is_needed_and_what_is_deni
     );
 }
 
+/// A viewer on any server (the real node's included): a ServiceAccount of
+/// [`OPS_NS`] bound cluster-wide to the shipped ClusterRole, and a kubeconfig
+/// with its real token.
+pub(crate) async fn shipped_viewer(api: &KubeApiServer) -> PathBuf {
+    let admin = api.admin().await;
+    api.create_namespace(OPS_NS).await;
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), OPS_NS);
+    sas.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": VIEWER}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot create the viewer: {e}"));
+    let text = std::fs::read_to_string(repo().join(CLUSTER_ROLE_FILE))
+        .unwrap_or_else(|e| panic!("cannot read {CLUSTER_ROLE_FILE}: {e}"));
+    let role: ClusterRole =
+        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{CLUSTER_ROLE_FILE}: {e}"));
+    let name = role.metadata.name.clone().unwrap_or_default();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create ClusterRole {name}: {e}"));
+    Api::<ClusterRoleBinding>::all(admin)
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "metadata": {"name": VIEWER},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": VIEWER, "namespace": OPS_NS}],
+            })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot bind {name}: {e}"));
+    let token = api.token_for(OPS_NS, VIEWER, None).await;
+    api.token_kubeconfig(VIEWER, &token)
+}
+
+/// `fleet ARGS` as a person runs it, with `kubeconfig` (pub for the real node's test).
+pub(crate) async fn run_fleet(kubeconfig: &std::path::Path, args: &[&str]) -> AgentRun {
+    fleet(kubeconfig, args).await
+}
+
 /// A fleet on which `fleet --serve` has a series in every family (for
 /// tests/it/monitoring.rs): one cluster of three with a refused member (a
 /// condition, its age, a refused member's series), read by a viewer whose
