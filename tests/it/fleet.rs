@@ -1889,8 +1889,32 @@ mod bench {
         }
     }
 
-    /// `/usr/bin/time -v BIN fleet ARGS`: wall seconds, peak RSS KiB, stdout.
-    fn timed(bin: &str, kubeconfig: &std::path::Path, args: &[&str]) -> (f64, u64, String) {
+    /// The CPU seconds process `pid` has used (utime + stime).
+    fn cpu_of(pid: u32) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command name, which is in parentheses.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks: f64 = fields
+            .get(11..13)
+            .map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
+            .unwrap_or(0.0);
+        ticks / 100.0
+    }
+
+    /// The 1-minute load average.
+    fn load() -> f64 {
+        std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// `/usr/bin/time -v BIN fleet ARGS`: wall seconds, peak RSS KiB, CPU
+    /// seconds (user + system), stdout.
+    fn timed(bin: &str, kubeconfig: &std::path::Path, args: &[&str]) -> (f64, u64, f64, String) {
         let mut cmd = std::process::Command::new("/usr/bin/time");
         cmd.arg("-v")
             .arg(bin)
@@ -1913,7 +1937,21 @@ mod bench {
             })
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time:\n{stderr}"));
-        (wall, rss, String::from_utf8_lossy(&out.stdout).into_owned())
+        let cpu: f64 = stderr
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                l.strip_prefix("User time (seconds): ")
+                    .or_else(|| l.strip_prefix("System time (seconds): "))
+            })
+            .filter_map(|v| v.trim().parse::<f64>().ok())
+            .sum();
+        (
+            wall,
+            rss,
+            cpu,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     fn median(mut v: Vec<f64>) -> f64 {
@@ -2004,10 +2042,16 @@ mod bench {
         // The first full view: JSON (checked), then the table.
         let (mut json_wall, mut json_rss, mut table_wall, mut table_rss) =
             (vec![], vec![], vec![], vec![]);
+        let (mut fleet_cpu, mut server_cpu) = (vec![], vec![]);
         let mut summary = String::new();
+        let server = w.api.pid();
+        let load_before = load();
         for _ in 0..runs {
-            let (wall, rss, out) =
+            let server_before = cpu_of(server);
+            let (wall, rss, cpu, out) =
                 tokio::task::block_in_place(|| timed(&bin_ref, &viewer_ref, &["-A", "-o", "json"]));
+            server_cpu.push(cpu_of(server) - server_before);
+            fleet_cpu.push(cpu);
             let doc: Value = serde_json::from_str(&out).expect("one JSON document");
             assert_eq!(doc["complete"], true, "{}", doc["unread"]);
             assert_eq!(doc["summary"]["clusters"], clusters);
@@ -2018,7 +2062,7 @@ mod bench {
                 .to_owned();
             json_wall.push(wall);
             json_rss.push(rss as f64);
-            let (wall, rss, out) =
+            let (wall, rss, _, out) =
                 tokio::task::block_in_place(|| timed(&bin_ref, &viewer_ref, &["-A"]));
             assert!(
                 out.ends_with(&format!("{summary}\n")),
@@ -2109,6 +2153,8 @@ mod bench {
             "watch_refusal_s": {"median": median(refusal.clone()), "max": refusal.iter().cloned().fold(0.0, f64::max)},
             "watch_recovery_s": {"median": median(recovery.clone()), "max": recovery.iter().cloned().fold(0.0, f64::max)},
             "watch_peak_rss_kib": hwm,
+            "first_view_json_cpu_s": {"fleet_median": median(fleet_cpu), "kube_apiserver_median": median(server_cpu)},
+            "load_average": {"before": load_before, "after": load()},
         });
         eprintln!("bench-fleet: {result:#}");
         if let Ok(path) = std::env::var("FLEET_BENCH_OUT") {
