@@ -12,6 +12,7 @@
 //! | `cmd` (one-shot commands) | `server` (the long-running part: `main` starts it) |
 //! | `server` (the sidecar) | `cmd`, `restore` |
 //! | `report` (the preflight report, written and read) | `cmd`, `server`, `restore`, anything doing I/O |
+//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -77,6 +78,7 @@ fn forbidden(part: &str) -> &'static [&'static str] {
         ],
         "cmd" => &["crate::server"],
         "server" => &["crate::cmd", "crate::restore"],
+        "fleet" => &["crate::cmd", "crate::restore", "crate::verdict"],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
             "crate::evidence",

@@ -26,6 +26,8 @@ pub mod error;
 pub mod evidence;
 /// The documented exit codes.
 pub mod exit;
+/// `fleet` (also `kubectl etcd-guard`): every guarded member of every cluster in one view, from list and watch calls.
+pub mod fleet;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
