@@ -722,6 +722,24 @@ fn empty_log_what(c: &Ctx) -> String {
 
 /// Row 7a.
 fn empty_log_formed(c: &Ctx) -> Option<Decision> {
+    // A witness of this WAL's member, of this incarnation, proved its disk
+    // held entries: it started, whatever the empty directory's rows say (a
+    // re-added member's new ID makes the witness stale for an empty directory,
+    // but this WAL is of the old ID, and etcd would start as that ID with an
+    // empty log and vote again in terms it voted in).
+    let (marks, _) = super::position::durable_marks(c.rec, &c.witnesses);
+    if let Some(m) = marks.iter().max_by_key(|m| m.index) {
+        return Some(decision(
+            Row::EmptyLogFormed,
+            format!(
+                "{}, but this member started before: {} records raft index {} on its disk",
+                empty_log_what(c),
+                m.by,
+                m.index
+            ),
+            REMEDY_EMPTY_FORMED,
+        ));
+    }
     let empty = c.as_empty_directory();
     matches!(empty.row, Row::EmptyFormed | Row::JoinSelfOnly).then(|| {
         decision(
