@@ -1024,8 +1024,21 @@ fn a_witness_of_another_identity_is_foreign_evidence_against_an_initialized_dir(
         "{}",
         d.reason
     );
+    assert!(
+        d.remedy
+            .contains("kubectl -n ns delete lease etcd-witness-m1"),
+        "{}",
+        d.remedy
+    );
     i.witness = witness(0xa, 0xd);
     assert_eq!(decide(&i).verdict, Verdict::RefuseForeign);
+    // Another source disagreeing, the witness agreeing: no witness to clear.
+    i.witness = witness(0xa, 0xc);
+    i.hint_cluster_id = Some(ClusterId::new(0xd));
+    let d = decide(&i);
+    assert_eq!(d.verdict, Verdict::RefuseForeign, "{}", d.reason);
+    assert!(!d.remedy.contains("delete lease"), "{}", d.remedy);
+    i.hint_cluster_id = None;
     // The live list shows this member started under the directory's ID and
     // no longer has the Lease's: a stale witness, as for status.memberID.
     i.witness = witness(0xb, 0xc);
