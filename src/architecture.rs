@@ -9,8 +9,10 @@
 //! | `verdict` (pure) | anything doing I/O: files, sockets, processes, runtimes, the other parts but `disk` and `exit` |
 //! | `evidence` (network, no decisions) | `verdict`, `cmd`, `server`, `restore` |
 //! | `restore` (the restore steps) | `cmd`, `server` |
-//! | `cmd` (one-shot commands) | `server` (the long-running part: `main` starts it) |
-//! | `server` (the sidecar) | `cmd`, `restore` |
+//! | `cmd` (one-shot commands) | `server`, `webhook` (the long-running parts: `main` starts them) |
+//! | `server` (the sidecar) | `cmd`, `restore`, `webhook`, `inject` |
+//! | `inject` (pure: a Pod in, a patch out) | anything doing I/O: files, sockets, processes, threads, runtimes; every other part |
+//! | `webhook` (the admission server) | `cmd`, `restore`, `verdict`, `disk` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -63,16 +65,56 @@ fn forbidden(part: &str) -> &'static [&'static str] {
             "crate::restore",
             "crate::server",
             "crate::verdict",
+            "crate::inject",
+            "crate::webhook",
         ],
-        "restore" => &["crate::cmd", "crate::server"],
-        "cmd" => &["crate::server"],
-        "server" => &["crate::cmd", "crate::restore"],
+        "restore" => &["crate::cmd", "crate::server", "crate::webhook"],
+        "cmd" => &["crate::server", "crate::webhook"],
+        "server" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::webhook",
+            "crate::inject",
+        ],
+        "inject" => &[
+            "crate::cli",
+            "crate::cmd",
+            "crate::child",
+            "crate::disk",
+            "crate::error",
+            "crate::evidence",
+            "crate::output",
+            "crate::restore",
+            "crate::server",
+            "crate::verdict",
+            "crate::webhook",
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::thread",
+            "std::io",
+            "tokio::",
+            "tonic::",
+            "kube::",
+            "reqwest::",
+            "etcd_client::",
+            "axum::",
+            "hyper::",
+        ],
+        "webhook" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::verdict",
+            "crate::disk",
+        ],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
             "crate::evidence",
             "crate::restore",
             "crate::server",
             "crate::verdict",
+            "crate::inject",
+            "crate::webhook",
         ],
         _ => &[],
     }

@@ -26,6 +26,8 @@ pub mod error;
 pub mod evidence;
 /// The documented exit codes.
 pub mod exit;
+/// From an etcd Pod spec to its guarded form: the pure function behind `inject` and `webhook`.
+pub mod inject;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
@@ -34,3 +36,5 @@ pub mod restore;
 pub mod server;
 /// The decision table of `preflight`: evidence in, verdict out, no I/O.
 pub mod verdict;
+/// The mutating admission webhook (`webhook`): guards etcd Pods as the API server creates them.
+pub mod webhook;
