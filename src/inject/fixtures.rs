@@ -132,12 +132,15 @@ fn assert_common_shape(t: &Value, etcd_before: &Value) {
             "{c}: the data dir {data_dir} is not on a read-only mount: {m:?}"
         );
     }
-    assert!(
-        env(t, PREFLIGHT)
-            .keys()
-            .all(|k| !k.starts_with("AGENT_REF_") || env(t, SIDECAR).contains_key(k)),
-        "carried definitions go to both containers"
-    );
+    for c in [SIDECAR, PREFLIGHT] {
+        let e = env(t, c);
+        for carried in e.keys().filter(|k| k.starts_with("AGENT_REF_")) {
+            assert!(
+                e.values().any(|v| v.contains(&format!("$({carried})"))),
+                "{c}: {carried} is carried but nothing there refers to it"
+            );
+        }
+    }
     assert_eq!(
         t["metadata"]["annotations"][ANNOTATION_INJECTED], "0.1.0",
         "the injected version is recorded"

@@ -511,27 +511,40 @@ impl Derived {
             .map(EnvValue::Expr)
     }
 
-    /// The env of the sidecar (`sidecar`) or of `preflight`, in order.
+    /// The env of the sidecar (`sidecar`) or of `preflight`, in order: the
+    /// carried definitions that container's values refer to come after the
+    /// downward-API variables and before the values.
     pub fn env(&self, sidecar: bool) -> Vec<Value> {
-        let mut out = Vec::new();
-        for (i, row) in TABLE.iter().enumerate() {
-            if i == DOWNWARD {
-                out.extend(
-                    self.carried
-                        .iter()
-                        .map(|(name, from)| EnvValue::From(from.clone()).entry(name)),
-                );
-            }
-            let wanted = if sidecar {
-                row.to.sidecar
-            } else {
-                row.to.preflight
-            };
-            if wanted {
-                if let Some(v) = (row.derive)(self) {
-                    out.push(v.entry(row.name));
+        let rows: Vec<(usize, &'static str, EnvValue)> = TABLE
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| {
+                if sidecar {
+                    row.to.sidecar
+                } else {
+                    row.to.preflight
                 }
+            })
+            .filter_map(|(i, row)| (row.derive)(self).map(|v| (i, row.name, v)))
+            .collect();
+        let referenced = |name: &str| {
+            rows.iter().any(|(_, _, v)| match v {
+                EnvValue::Expr(e) => e.refs().any(|r| r == name),
+                EnvValue::From(_) => false,
+            })
+        };
+        let mut carried: Vec<Value> = self
+            .carried
+            .iter()
+            .filter(|(name, _)| referenced(name))
+            .map(|(name, from)| EnvValue::From(from.clone()).entry(name))
+            .collect();
+        let mut out = Vec::new();
+        for (i, name, v) in &rows {
+            if *i >= DOWNWARD {
+                out.append(&mut carried);
             }
+            out.push(v.entry(name));
         }
         out
     }

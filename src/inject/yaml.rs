@@ -231,20 +231,23 @@ impl<'a> Stream<'a> {
             seq_indent: self.seq_indent(root),
             newline: self.newline,
         };
-        let mut edits: Vec<(usize, usize, usize, String)> = Vec::new();
+        let mut edits: Vec<(usize, usize, usize, usize, String)> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let (start, end, text) = self.edit_for(root, op, &style)?;
             if start < d.range.start || end > d.range.end {
                 return Err(EditError::Layout("a change outside its document"));
             }
-            edits.push((start - d.range.start, end - d.range.start, i, text));
+            let depth = op.path.matches('/').count();
+            edits.push((start - d.range.start, end - d.range.start, depth, i, text));
         }
-        // From the end, so earlier positions stay valid; at one position the
-        // earlier op's text comes first.
-        edits.sort_by(|a, b| b.0.cmp(&a.0).then(b.2.cmp(&a.2)));
+        // From the end, so earlier positions stay valid. Where two changes land
+        // at one position (the end of a collection that is the last value of
+        // its parent), the deeper one's text comes first, so that it stays in
+        // its collection; then ops in their order.
+        edits.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)).then(b.3.cmp(&a.3)));
         let mut out = self.text[d.range.clone()].to_owned();
         let mut last_start = usize::MAX;
-        for (start, end, _, text) in edits {
+        for (start, end, _, _, text) in edits {
             if end > last_start {
                 return Err(EditError::Layout("two changes overlap"));
             }
@@ -853,6 +856,25 @@ spec:
 
   # trailing
 "
+        );
+    }
+
+    #[test]
+    fn changes_at_one_position_stay_in_their_collections() {
+        // `volumes` is the last value of `spec`: its new item and spec's new
+        // member land at the same byte.
+        let text = "spec:\n  containers:\n  - name: etcd\n  volumes:\n  - name: data\n";
+        let out = patched(
+            text,
+            &[
+                Op::add("/spec/initContainers", json!([{"name": "i"}])),
+                Op::add("/spec/volumes/-", json!({"name": "run"})),
+                Op::add("/spec/volumes/-", json!({"name": "token"})),
+            ],
+        );
+        assert_eq!(
+            out,
+            "spec:\n  containers:\n  - name: etcd\n  volumes:\n  - name: data\n  - name: run\n  - name: token\n  initContainers:\n  - name: i\n"
         );
     }
 

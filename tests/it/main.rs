@@ -27,6 +27,7 @@ mod etcd_evidence;
 mod faults;
 mod fuzz_corpus;
 mod harness_smoke;
+mod inject;
 mod inspect;
 mod install;
 mod kube_evidence;

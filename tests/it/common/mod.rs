@@ -35,8 +35,8 @@ mod skip;
 mod tree;
 
 pub use agent::{
-    agent, chown_recursive, pod_uid_can_run_the_agent, run_agent, run_agent_as, run_command, with,
-    without, AgentRun, AGENT_BIN, POD_GID, POD_UID,
+    agent, chown_recursive, pod_uid_can_run_the_agent, run_agent, run_agent_as, run_command,
+    run_command_with_stdin, with, without, AgentRun, AGENT_BIN, POD_GID, POD_UID,
 };
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
