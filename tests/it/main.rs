@@ -45,4 +45,5 @@ mod serve_limits;
 mod serve_witness;
 mod static_binary;
 mod upgrade;
+mod webhook;
 mod wipe;

@@ -48,7 +48,7 @@ pub use kube_apiserver::{
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
 pub use patience::{ensure, eventually, patience, Deadline};
 pub use ports::free_port;
-pub use process::{per_process_dir, pid_exists};
+pub use process::{per_process_dir, pid_exists, register, signal, unregister, wait_with_deadline};
 pub use skip::skip;
 pub use tree::{assert_tree_unchanged, entries, tree_diff, tree_snapshot};
 
