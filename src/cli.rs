@@ -592,6 +592,9 @@ pub struct InjectArgs {
     /// Print a unified diff of what would change instead of the manifests.
     #[arg(long, env = "AGENT_INJECT_DRY_RUN")]
     pub dry_run: bool,
+    /// Reading each input (a file, or stdin to its end) must take less than this.
+    #[arg(long, env = "AGENT_INJECT_READ_TIMEOUT", default_value = "60s", value_parser = crate::duration::parse)]
+    pub read_timeout: Duration,
 }
 
 /// `webhook` (docs/commands.md § webhook).

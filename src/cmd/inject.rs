@@ -31,28 +31,42 @@ struct Input {
     text: String,
 }
 
-fn read_input(path: Option<&Path>) -> Result<Input> {
-    let (name, mut reader): (String, Box<dyn Read>) = match path {
-        None => {
-            if std::io::stdin().is_terminal() {
-                return Err(Error::usage(
-                    "inject: no files given and stdin is a terminal; pass manifests as files or pipe them in (`-` reads stdin)",
-                ));
-            }
-            ("<stdin>".to_owned(), Box::new(std::io::stdin()))
-        }
-        Some(p) => {
-            let f = std::fs::File::open(p)
-                .map_err(|e| Error::usage(format!("inject: cannot read {}: {e}", p.display())))?;
-            (p.display().to_string(), Box::new(f))
+/// Reads one input, at most [`MAX_INPUT`] bytes, within `timeout` (a hung
+/// volume or a producer that never ends its pipe fails the run, naming it).
+fn read_input(path: Option<&Path>, timeout: std::time::Duration) -> Result<Input> {
+    if path.is_none() && std::io::stdin().is_terminal() {
+        return Err(Error::usage(
+            "inject: no files given and stdin is a terminal; pass manifests as files or pipe them in (`-` reads stdin)",
+        ));
+    }
+    let name = path.map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string());
+    let owned = path.map(Path::to_path_buf);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Opening and reading off this thread: both may hang on a dead volume.
+    std::thread::spawn(move || {
+        let read = || -> std::io::Result<Vec<u8>> {
+            let mut reader: Box<dyn Read> = match &owned {
+                None => Box::new(std::io::stdin()),
+                Some(p) => Box::new(std::fs::File::open(p)?),
+            };
+            let mut bytes = Vec::new();
+            reader
+                .by_ref()
+                .take(MAX_INPUT + 1)
+                .read_to_end(&mut bytes)?;
+            Ok(bytes)
+        };
+        let _ = tx.send(read());
+    });
+    let bytes = match rx.recv_timeout(timeout) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(Error::usage(format!("inject: cannot read {name}: {e}"))),
+        Err(_) => {
+            return Err(Error::usage(format!(
+                "inject: reading {name} took longer than {timeout:?} (--read-timeout)"
+            )))
         }
     };
-    let mut bytes = Vec::new();
-    reader
-        .by_ref()
-        .take(MAX_INPUT + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::usage(format!("inject: cannot read {name}: {e}")))?;
     if bytes.len() as u64 > MAX_INPUT {
         return Err(Error::usage(format!(
             "inject: {name} is larger than {} MiB",
@@ -216,7 +230,7 @@ pub fn run(args: &InjectArgs) -> Result<Exit> {
     let mut outputs = Vec::new();
     let mut problems = Vec::new();
     for path in &paths {
-        let input = read_input(path.as_deref())?;
+        let input = read_input(path.as_deref(), args.read_timeout)?;
         let done = process(&input, &opts, &mut stderr)?;
         problems.extend(done.problems);
         outputs.push((input, done.output));

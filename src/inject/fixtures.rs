@@ -556,3 +556,120 @@ fn every_op_targets_the_original_object() {
         }
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("--name=$(POD_NAME)".to_owned()),
+            Just("--name".to_owned()),
+            Just("m0".to_owned()),
+            Just("--data-dir=/var/lib/etcd".to_owned()),
+            Just("--data-dir=/data/$(X)".to_owned()),
+            Just("--wal-dir=/var/lib/etcd/wal".to_owned()),
+            Just("--initial-cluster=m0=http://m0:2380,m1=$(S)://m1.$(N):2380".to_owned()),
+            Just("--initial-cluster-state=new".to_owned()),
+            Just("--listen-client-urls=https://0.0.0.0:2379".to_owned()),
+            Just("--advertise-client-urls=http://$(POD_NAME).svc:2379".to_owned()),
+            Just("--trusted-ca-file=/tls/ca.crt".to_owned()),
+            Just("--client-cert-auth".to_owned()),
+            Just("--cert-file=/tls/c".to_owned()),
+            Just("--key-file=/tls/k".to_owned()),
+            Just("$(X)".to_owned()),
+            Just("--".to_owned()),
+            "[-=$()a-z:/,.]{0,12}",
+        ]
+    }
+
+    fn env_entry() -> impl Strategy<Value = Value> {
+        let name = prop_oneof![
+            Just("ETCD_NAME"),
+            Just("ETCD_DATA_DIR"),
+            Just("X"),
+            Just("S"),
+            Just("N"),
+            Just("POD_NAME"),
+        ];
+        (name, any::<bool>(), "[$()a-z:/]{0,8}").prop_map(|(n, from, v)| {
+            if from {
+                json!({"name": n, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+            } else {
+                json!({"name": n, "value": v})
+            }
+        })
+    }
+
+    fn pod() -> impl Strategy<Value = Value> {
+        (
+            proptest::collection::vec(token(), 0..4),
+            proptest::collection::vec(env_entry(), 0..5),
+            prop_oneof![Just("quay.io/coreos/etcd:v3.6.11"), Just("nginx"), Just("x/etcd@sha256:0")],
+            proptest::bool::weighted(0.8),
+            any::<bool>(),
+        )
+            .prop_map(|(extra, env, image, mounts, init)| {
+                // A valid start, then whatever the generator adds.
+                let mut args = vec!["--data-dir=/var/lib/etcd".to_owned(), "--name=$(POD_NAME)".to_owned()];
+                args.extend(extra);
+                let mut c = json!({"name": "etcd", "image": image, "command": ["etcd"], "args": args, "env": env,
+                    "securityContext": {"runAsUser": 65532}});
+                if mounts {
+                    c["volumeMounts"] = json!([{"name": "d", "mountPath": "/var/lib/etcd"}, {"name": "t", "mountPath": "/tls"}]);
+                }
+                let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [c]}});
+                if init {
+                    p["spec"]["initContainers"] = json!([{"name": "restore", "image": "x"}]);
+                    p["spec"]["volumes"] = json!([{"name": "d", "emptyDir": {}}]);
+                }
+                p
+            })
+    }
+
+    proptest! {
+        /// Whatever the Pod: no panic; a patch applies to it, guards it once,
+        /// and every reference an agent container's value makes is defined
+        /// before it there or is one etcd itself left unexpanded.
+        #[test]
+        fn a_patch_applies_and_guards_once(p in pod()) {
+            if let Outcome::Injected(i) = guard(&p, &opts()) {
+                let mut t = p.clone();
+                prop_assert!(apply(&mut t, &i.patch).is_ok());
+                prop_assert_eq!(guard(&t, &opts()), Outcome::Skipped(Skip::AlreadyInjected("0.1.0".into())));
+                for c in [SIDECAR, PREFLIGHT] {
+                    let list = container(&t, c)["env"].as_array().unwrap().clone();
+                    for (k, e) in list.iter().enumerate() {
+                        let v = e.get("value").and_then(Value::as_str).unwrap_or_default();
+                        for r in expand::Expr::parse(v).refs() {
+                            let defined_before = list[..k].iter().any(|d| d["name"] == r);
+                            let defined_anywhere = list.iter().any(|d| d["name"] == r);
+                            prop_assert!(defined_before || !defined_anywhere, "{c}: {} refers to {r} before it is defined", e["name"]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The property above is not vacuous: the generator makes guardable Pods
+    /// often, and unguardable ones too.
+    #[test]
+    fn the_generator_reaches_every_outcome() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut injected, mut refused) = (0, 0);
+        for _ in 0..300 {
+            let p = pod().new_tree(&mut runner).unwrap().current();
+            match guard(&p, &opts()) {
+                Outcome::Injected(_) => injected += 1,
+                Outcome::Unresolvable(_) => refused += 1,
+                Outcome::Skipped(_) => {}
+            }
+        }
+        assert!(
+            injected > 20 && refused > 20,
+            "{injected} guarded, {refused} refused of 300"
+        );
+    }
+}

@@ -114,9 +114,9 @@ fn der(pem: &str) -> Vec<u8> {
 fn tls_client(ca_pem: &str) -> rustls::ClientConfig {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
     rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -751,7 +751,7 @@ async fn a_pod_the_agent_cannot_understand_is_admitted_with_a_warning_an_event_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_webhook_down_fail_refuses_and_ignore_admits_and_a_rotated_certificate_serves() {
+async fn with_the_webhook_down_fail_refuses_and_ignore_admits_and_rotated_certificates_serve() {
     let mut w = World::start().await;
 
     // Rotation first, while it runs: a new certificate of the same CA in the
@@ -789,6 +789,66 @@ async fn with_the_webhook_down_fail_refuses_and_ignore_admits_and_a_rotated_cert
     assert!(
         guarded(&p),
         "the API server calls the webhook on its new certificate"
+    );
+
+    // The certificate deploy/webhook/self-signed/install-cert.sh makes, with a
+    // CA of its own: the bundle gets the new CA beside the old one first (as
+    // the script sets it), then the files change.
+    let made = tempfile::tempdir().unwrap();
+    let script = repo().join("deploy/webhook/self-signed/install-cert.sh");
+    let out = std::process::Command::new(&script)
+        .arg("--out")
+        .arg(made.path())
+        .env("EXTRA_SANS", "IP:127.0.0.1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {}: {e} (openssl: scripts/setup)",
+                script.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |f: &str| std::fs::read_to_string(made.path().join(f)).unwrap();
+    let bundle = format!("{}{}", read("ca.crt"), w.ca.pem);
+    let api: Api<MutatingWebhookConfiguration> = Api::all(w.admin.clone());
+    let mut doc = serde_json::to_value(api.get("etcd-member-agent").await.unwrap()).unwrap();
+    for hook in doc["webhooks"].as_array_mut().unwrap() {
+        hook["clientConfig"]["caBundle"] = json!(STANDARD.encode(&bundle));
+    }
+    api.replace("etcd-member-agent", &PostParams::default(), &from_json(doc))
+        .await
+        .unwrap();
+    std::fs::write(w.webhook.dir.path().join("tls.key.new"), read("tls.key")).unwrap();
+    std::fs::write(w.webhook.dir.path().join("tls.crt"), read("tls.crt")).unwrap();
+    std::fs::rename(
+        w.webhook.dir.path().join("tls.key.new"),
+        w.webhook.dir.path().join("tls.key"),
+    )
+    .unwrap();
+    w.webhook.ca = bundle;
+    let deadline = Deadline::after(patience());
+    while w.webhook.served_certificate().await != der(&read("tls.crt")) {
+        assert!(
+            !deadline.passed(),
+            "install-cert.sh's certificate is not served\n{}",
+            w.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let p = w
+        .create(
+            TENANT,
+            pod_from_fixture("cozystack-member-notls.yaml", "script-certificate"),
+        )
+        .await;
+    assert!(
+        guarded(&p),
+        "the API server calls the webhook on install-cert.sh's certificate"
     );
 
     // Down: Fail refuses, naming the webhook.
@@ -1009,5 +1069,356 @@ async fn the_agent_in_a_guarded_pod_can_do_its_work_with_the_tenant_binding_and_
             !can(&webhook, verb, group, resource, TENANT, "").await,
             "the webhook may {verb} {resource}"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The benchmark (scripts/bench-webhook): not a test of time, a measurement
+// ---------------------------------------------------------------------------
+
+/// `le` → cumulative count of a Prometheus histogram's buckets on the lines
+/// starting with `series` (its `_bucket` lines, label filters included).
+fn buckets(text: &str, series: &str, filter: &str) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{series}_bucket{{")) && l.contains(filter))
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            let count: f64 = l.rsplit(' ').next()?.parse().ok()?;
+            Some((le, count))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The share of observations at or below `le`, between two scrapes.
+fn share_at_most(before: &[(f64, f64)], after: &[(f64, f64)], le: f64) -> (f64, f64) {
+    let at = |b: &[(f64, f64)], le: f64| {
+        b.iter()
+            .find(|(l, _)| *l == le || (*l - le).abs() < 1e-9)
+            .map_or(0.0, |(_, c)| *c)
+    };
+    let total = at(after, f64::INFINITY) - at(before, f64::INFINITY);
+    let below = at(after, le) - at(before, le);
+    (below, total)
+}
+
+/// The smallest bucket bound at or below which `q` of the observations lie.
+fn quantile_bound(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> f64 {
+    let (_, total) = share_at_most(before, after, f64::INFINITY);
+    after
+        .iter()
+        .map(|(le, _)| *le)
+        .find(|le| share_at_most(before, after, *le).0 >= q * total)
+        .unwrap_or(f64::INFINITY)
+}
+
+/// Guarded etcd Pods created through the API server at `BENCH_RATE` a second
+/// (default 200) for `BENCH_SECS` (default 30), after a 2 s warm-up (with
+/// `BENCH_DRY_RUN=1`, dry-run creations: the same admission chain, webhook
+/// included, without etcd's write; for a machine whose disk cannot take the
+/// rate); prints
+/// the webhook's admission latency as the API server measured it (its
+/// `apiserver_admission_webhook_admission_duration_seconds`, TLS and the
+/// request included), as the webhook measured it, and the creations' own
+/// latency, with one JSON line for scripts/bench-webhook. Run it in release:
+/// `scripts/bench-webhook`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: scripts/bench-webhook runs it in release"]
+async fn bench_admission_latency() {
+    let rate: u32 = std::env::var("BENCH_RATE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let dry_run = std::env::var("BENCH_DRY_RUN").is_ok_and(|v| v == "1");
+    let w = World::start().await;
+    let template = {
+        let mut p = pod_from_fixture("cozystack-member-notls.yaml", "-");
+        let meta = p["metadata"].as_object_mut().unwrap();
+        meta.remove("name");
+        meta.insert("generateName".into(), json!("etcd-"));
+        p
+    };
+    let scrape = |client: Client| async move {
+        let req = axum::http::Request::get("/metrics")
+            .body(Vec::new())
+            .unwrap();
+        client.request_text(req).await.unwrap()
+    };
+    let run = |seconds: u64| {
+        let pods = w.pods(TENANT);
+        let template = template.clone();
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let in_flight = Arc::new(tokio::sync::Semaphore::new(512));
+            let mut tasks = tokio::task::JoinSet::new();
+            let started = std::time::Instant::now();
+            let total = rate as u64 * seconds;
+            for _ in 0..total {
+                tick.tick().await;
+                let permit = in_flight.clone().acquire_owned().await.unwrap();
+                let pods = pods.clone();
+                let pod: Pod = from_json(template.clone());
+                tasks.spawn(async move {
+                    let t = std::time::Instant::now();
+                    let pp = PostParams {
+                        dry_run,
+                        ..PostParams::default()
+                    };
+                    let r = pods.create(&pp, &pod).await;
+                    drop(permit);
+                    (t.elapsed(), r.map(|p| guarded(&p)))
+                });
+            }
+            let mut latencies = Vec::new();
+            let mut failures = 0usize;
+            while let Some(r) = tasks.join_next().await {
+                match r.unwrap() {
+                    (d, Ok(true)) => latencies.push(d),
+                    _ => failures += 1,
+                }
+            }
+            (started.elapsed(), latencies, failures)
+        }
+    };
+    run(2).await;
+    let api_before = scrape(w.admin.clone()).await;
+    let (_, hook_before) = w.webhook.get("/metrics").await.unwrap();
+    let (elapsed, mut latencies, failures) = run(secs).await;
+    let api_after = scrape(w.admin.clone()).await;
+    let (_, hook_after) = w.webhook.get("/metrics").await.unwrap();
+
+    // The webhook alone: the same AdmissionReviews the API server sends,
+    // straight to it over loopback TLS (connections kept alive, as the API
+    // server keeps them), at the same rate, each timed by the client.
+    let direct = {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls_client(&w.webhook.ca))
+            .timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap();
+        let url = w.webhook.url();
+        let pod = {
+            let mut p = template.clone();
+            p["metadata"]["namespace"] = json!(TENANT);
+            p
+        };
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..(u64::from(rate) * secs) {
+            tick.tick().await;
+            let body = serde_json::to_vec(&json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": format!("bench-{i}"), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "namespace": TENANT, "operation": "CREATE", "object": pod, "dryRun": false},
+            }))
+            .unwrap();
+            let (client, url) = (client.clone(), url.clone());
+            tasks.spawn(async move {
+                let t = std::time::Instant::now();
+                let r = client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
+                let ok = match r {
+                    Ok(r) => {
+                        r.status().as_u16() == 200
+                            && r.bytes()
+                                .await
+                                .is_ok_and(|b| b.windows(9).any(|w| w == b"JSONPatch"))
+                    }
+                    Err(_) => false,
+                };
+                (t.elapsed(), ok)
+            });
+        }
+        let mut times = Vec::new();
+        let mut bad = 0usize;
+        while let Some(r) = tasks.join_next().await {
+            match r.unwrap() {
+                (d, true) => times.push(d),
+                _ => bad += 1,
+            }
+        }
+        times.sort();
+        (times, bad)
+    };
+    let (direct_times, direct_failed) = direct;
+    let direct_pct = |q: f64| {
+        direct_times
+            .get(((direct_times.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+    };
+
+    let series = "apiserver_admission_webhook_admission_duration_seconds";
+    let filter = "name=\"namespaces.inject.etcd-member-agent.cozystack.io\"";
+    let (a, b) = (
+        buckets(&api_before, series, filter),
+        buckets(&api_after, series, filter),
+    );
+    let (within_5ms, calls) = share_at_most(&a, &b, 0.005);
+    let (c, d) = (
+        buckets(
+            &hook_before,
+            "etcd_agent_webhook_admission_duration_seconds",
+            "",
+        ),
+        buckets(
+            &hook_after,
+            "etcd_agent_webhook_admission_duration_seconds",
+            "",
+        ),
+    );
+    let hook_p99 = quantile_bound(&c, &d, 0.99);
+    let hook_p50 = quantile_bound(&c, &d, 0.50);
+    latencies.sort();
+    let pct = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+    };
+    let achieved = latencies.len() as f64 / elapsed.as_secs_f64();
+    eprintln!(
+        "webhook admission at {rate}/s for {secs} s: {} Pods created guarded{} ({achieved:.0}/s achieved), {failures} failed",
+        latencies.len(),
+        if dry_run { " (dry run)" } else { "" }
+    );
+    eprintln!(
+        "  API server's measure of the webhook call: {within_5ms:.0} of {calls:.0} calls within 5 ms ({:.3} %)",
+        100.0 * within_5ms / calls.max(1.0)
+    );
+    eprintln!(
+        "  the webhook's own measure: p50 <= {:.1} ms, p99 <= {:.1} ms (bucket bounds)",
+        hook_p50 * 1000.0,
+        hook_p99 * 1000.0
+    );
+    eprintln!(
+        "  the Pod creations (the whole API request): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
+    eprintln!(
+        "  the webhook alone ({} AdmissionReviews at {rate}/s straight to it, {direct_failed} failed): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        direct_times.len(),
+        direct_pct(0.5),
+        direct_pct(0.99),
+        direct_pct(1.0)
+    );
+    println!(
+        "{}",
+        json!({
+            "direct_reviews": direct_times.len(), "direct_failed": direct_failed,
+            "direct_p50_ms": direct_pct(0.5), "direct_p99_ms": direct_pct(0.99), "direct_max_ms": direct_pct(1.0),
+            "rate": rate, "seconds": secs, "dry_run": dry_run, "created": latencies.len(), "failed": failures,
+            "achieved_per_second": achieved,
+            "apiserver_calls": calls, "apiserver_within_5ms": within_5ms,
+            "webhook_p50_le_ms": hook_p50 * 1000.0, "webhook_p99_le_ms": hook_p99 * 1000.0,
+            "create_p50_ms": pct(0.5), "create_p99_ms": pct(0.99), "create_max_ms": pct(1.0),
+        })
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The shipped manifests against the binary and each other (no server)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_shipped_webhook_manifests_agree_with_the_binary_and_each_other() {
+    let deployment = yaml_file("deploy/webhook/deployment.yaml").remove(0);
+    let service = yaml_file("deploy/webhook/service.yaml").remove(0);
+    let config = yaml_file("deploy/webhook/mutatingwebhookconfiguration.yaml").remove(0);
+    let pdb = yaml_file("deploy/webhook/poddisruptionbudget.yaml").remove(0);
+    let pod = &deployment["spec"]["template"];
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["args"], json!(["webhook"]));
+    let reads = crate::deploy::help("webhook").env;
+    let env: Vec<(&str, &str)> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["value"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (name, _) in &env {
+        assert!(
+            reads.contains(*name),
+            "the Deployment sets {name}, which `webhook --help` does not name"
+        );
+    }
+    // The certificate files are in the mounted Secret.
+    let tls_dir = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    for var in ["AGENT_WEBHOOK_TLS_CERT_PATH", "AGENT_WEBHOOK_TLS_KEY_PATH"] {
+        let path = env.iter().find(|(n, _)| *n == var).unwrap().1;
+        assert!(
+            path.starts_with(tls_dir),
+            "{var} {path} is not under {tls_dir}"
+        );
+    }
+    // Probes over HTTPS on the listening port.
+    let listen = env
+        .iter()
+        .find(|(n, _)| *n == "AGENT_WEBHOOK_LISTEN")
+        .unwrap()
+        .1;
+    assert_eq!(listen.rsplit(':').next(), Some("9443"));
+    assert_eq!(c["ports"][0]["containerPort"], 9443);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["path"], "/healthz");
+        assert_eq!(c[probe]["httpGet"]["scheme"], "HTTPS");
+    }
+    // Two replicas, a PDB over the same Pods, the Service in front of them.
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let labels = &pod["metadata"]["labels"];
+    let app = labels["app.kubernetes.io/name"].as_str().unwrap();
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+        app
+    );
+    assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], app);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    for hook in config["webhooks"].as_array().unwrap() {
+        let svc = &hook["clientConfig"]["service"];
+        assert_eq!(svc["name"], service["metadata"]["name"]);
+        assert_eq!(svc["port"], service["spec"]["ports"][0]["port"]);
+        assert_eq!(svc["path"], "/mutate");
+        // The webhook's own Pods are never sent to it.
+        let excluded = hook["objectSelector"]["matchExpressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| {
+                e["key"] == "app.kubernetes.io/name"
+                    && e["operator"] == "NotIn"
+                    && e["values"][0] == app
+            });
+        assert!(
+            excluded,
+            "{}: the webhook's own Pods are not excluded",
+            hook["name"]
+        );
+        assert_eq!(hook["sideEffects"], "NoneOnDryRun");
+        assert_eq!(hook["reinvocationPolicy"], "IfNeeded");
+        assert!(hook["timeoutSeconds"].as_i64().unwrap() <= 10);
     }
 }
