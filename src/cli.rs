@@ -298,6 +298,13 @@ pub struct PreflightArgs {
     /// Where to write the verdict for the sidecar [default: /run/etcd-agent/preflight.json when that directory exists].
     #[arg(long, env = "AGENT_VERDICT_FILE")]
     pub verdict_file: Option<PathBuf>,
+    /// A witness file `serve --witness-file` keeps (the position this member's
+    /// disk was proven to hold), read as a witness: without Kubernetes, put it
+    /// on a volume other than the data's, or a lost or rolled-back volume takes
+    /// its witness with it [default: `witness.json` beside the verdict file,
+    /// where serve keeps it, when that file exists].
+    #[arg(long, env = "AGENT_WITNESS_FILE")]
+    pub witness_file: Option<PathBuf>,
     /// The etcd version about to start (3.6.11, v3.7.3): preflight runs the
     /// upgrade check for it and refuses what that etcd would refuse or panic on
     /// (`refuse-version`, 16). With `--kube`, the tag of this Pod's `etcd`
@@ -404,12 +411,20 @@ pub struct ServeArgs {
         default_value = "/run/etcd-agent/preflight.json"
     )]
     pub verdict_file: PathBuf,
-    /// The witness file: the highest raft index this member reached while
-    /// consistent (and whether it was later seen below it); /readyz needs the index
-    /// at or beyond it. Default: `witness.json` beside --verdict-file (the Pod's
-    /// emptyDir, which outlives container restarts).
+    /// The witness file: the highest raft position this member's disk was proven
+    /// to hold while consistent (and whether it was later seen below it); /readyz
+    /// needs the index at or beyond it, and `preflight --witness-file` reads it as
+    /// a witness. Default: `witness.json` beside --verdict-file (the Pod's
+    /// emptyDir, which outlives container restarts); without Kubernetes, put it
+    /// on a volume other than the data's.
     #[arg(long, env = "AGENT_WITNESS_FILE")]
     pub witness_file: Option<PathBuf>,
+    /// etcd --initial-cluster-token: its SHA-256 goes into the witnesses, so that
+    /// a witness of another incarnation of a cluster of the same names is told
+    /// apart. This Pod start's verdict names it when preflight ran; this is the
+    /// fallback [default: unknown].
+    #[arg(long, env = "ETCD_INITIAL_CLUSTER_TOKEN")]
+    pub initial_cluster_token: Option<String>,
     /// How often the local member is polled (Status and serializable MemberList).
     #[arg(long, env = "AGENT_POLL_INTERVAL", default_value = "2s", value_parser = crate::duration::parse)]
     pub poll_interval: Duration,
@@ -475,6 +490,26 @@ pub enum SnapshotSourceKind {
     S3,
     /// A file on a mounted volume (`PVC_MOUNT_PATH`/`PVC_SUBPATH`).
     Pvc,
+}
+
+/// `restore --bump-revision`: a number, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BumpRevision {
+    /// Raise the restored revision by this much (0: no bump).
+    By(u64),
+    /// Above what this member's witness recorded.
+    Auto,
+}
+
+fn parse_bump(s: &str) -> Result<BumpRevision, String> {
+    match s.trim() {
+        "auto" => Ok(BumpRevision::Auto),
+        "" => Ok(BumpRevision::By(0)),
+        n => n
+            .parse::<u64>()
+            .map(BumpRevision::By)
+            .map_err(|e| format!("{n:?}: a number of revisions, or auto: {e}")),
+    }
 }
 
 /// A boolean as operators write it in env (`true`, `false`, `1`, `0`, `yes`, `no`,
@@ -545,9 +580,9 @@ pub struct RestoreArgs {
     /// Accept a snapshot without the SHA-256 trailer (a raw `db` copy); a trailer, when present, is still verified.
     #[arg(long, env = "AGENT_SKIP_HASH_CHECK")]
     pub skip_hash_check: bool,
-    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted [default: 0, no bump].
-    #[arg(long, env = "AGENT_BUMP_REVISION", default_value_t = 0)]
-    pub bump_revision: u64,
+    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted. `auto`: above the highest revision this member's witness (Lease or file, of any incarnation) recorded, plus 1,000,000 for writes after its last renewal, or no bump without a witness; --mark-compacted is then implied [default: 0, no bump].
+    #[arg(long, env = "AGENT_BUMP_REVISION", default_value = "0", value_parser = parse_bump)]
+    pub bump_revision: BumpRevision,
     /// Mark the bumped revision compacted (etcdutl `--mark-compacted`) so watchers from before the restore relist; required with --bump-revision, refused without it.
     #[arg(long, env = "AGENT_MARK_COMPACTED")]
     pub mark_compacted: bool,

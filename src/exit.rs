@@ -30,6 +30,9 @@ pub enum Exit {
     RefuseRunning,
     /// Refuse: the etcd version about to start would refuse or panic on this data dir.
     RefuseVersion,
+    /// Refuse: the data dir's log went backwards (it ends behind what this
+    /// member is known to have reached, or its backend applied past it).
+    RefuseRolledBack,
     /// Wipe incomplete: entries remain.
     WipeIncomplete,
     /// Restore: the snapshot source is missing, unreadable or fails its hash.
@@ -50,7 +53,7 @@ pub enum Exit {
 
 impl Exit {
     /// Every variant, in code order.
-    pub const ALL: [Exit; 19] = [
+    pub const ALL: [Exit; 20] = [
         Exit::Ok,
         Exit::Internal,
         Exit::Usage,
@@ -62,6 +65,7 @@ impl Exit {
         Exit::PhaseUnknown,
         Exit::RefuseRunning,
         Exit::RefuseVersion,
+        Exit::RefuseRolledBack,
         Exit::WipeIncomplete,
         Exit::RestoreSource,
         Exit::RestoreSpace,
@@ -86,6 +90,7 @@ impl Exit {
             Exit::PhaseUnknown => 14,
             Exit::RefuseRunning => 15,
             Exit::RefuseVersion => 16,
+            Exit::RefuseRolledBack => 17,
             Exit::WipeIncomplete => 20,
             Exit::RestoreSource => 30,
             Exit::RestoreSpace => 31,
@@ -112,6 +117,9 @@ impl Exit {
             Exit::RefuseRunning => "refuse: etcd is running on this data dir",
             Exit::RefuseVersion => {
                 "refuse: the etcd version about to start would refuse or panic on this data dir"
+            }
+            Exit::RefuseRolledBack => {
+                "refuse: the data dir's log went backwards (behind what this member is known to have reached)"
             }
             Exit::WipeIncomplete => "wipe incomplete",
             Exit::RestoreSource => "restore: snapshot source missing, unreadable or hash mismatch",

@@ -17,7 +17,7 @@
 use serde::Serialize;
 
 use crate::disk::ids::comparable_url;
-use crate::disk::ids::{ClusterId, MemberId};
+use crate::disk::ids::{ClusterId, Incarnation, MemberId};
 use crate::disk::layout::FoundingMember;
 use crate::disk::upgrade::UpgradeCheck;
 use crate::exit::Exit;
@@ -46,6 +46,9 @@ pub enum Verdict {
     RefuseRunning,
     /// The etcd version about to start would refuse or panic on this directory.
     RefuseVersion,
+    /// The directory's log went backwards: it ends behind what this member is
+    /// known to have reached, or its backend applied past it.
+    RefuseRolledBack,
     /// The directory cannot be read.
     Unreadable,
 }
@@ -62,6 +65,7 @@ impl Verdict {
             Verdict::PhaseUnknown => Exit::PhaseUnknown,
             Verdict::RefuseRunning => Exit::RefuseRunning,
             Verdict::RefuseVersion => Exit::RefuseVersion,
+            Verdict::RefuseRolledBack => Exit::RefuseRolledBack,
             Verdict::Unreadable => Exit::Unreadable,
         }
     }
@@ -79,6 +83,7 @@ impl Verdict {
             Verdict::PhaseUnknown => "phase-unknown",
             Verdict::RefuseRunning => "refuse-running",
             Verdict::RefuseVersion => "refuse-version",
+            Verdict::RefuseRolledBack => "refuse-rolled-back",
             Verdict::Unreadable => "unreadable",
         }
     }
@@ -119,6 +124,16 @@ pub enum Row {
     /// about to start would refuse or panic on it (the upgrade check blocks).
     #[serde(rename = "5c")]
     Version,
+    /// 5d: initialized, its log behind what this member reached, but the
+    /// leader and a majority of its cluster answer with a commit at or past
+    /// that: it starts and catches up from them.
+    #[serde(rename = "5d")]
+    StartCatchingUp,
+    /// 5e: initialized by a snapshot restore bumped above every revision the
+    /// witnesses saw, with no older history of its cluster still running: a
+    /// deliberate rollback that keeps revisions monotonic.
+    #[serde(rename = "5e")]
+    StartRestoredAbove,
     /// 6: a source disagrees with the directory's member or cluster ID.
     #[serde(rename = "6")]
     Foreign,
@@ -142,6 +157,21 @@ pub enum Row {
     /// earlier incarnation's PVC under any member, one re-added too).
     #[serde(rename = "6d")]
     ForeignFormation,
+    /// 6e: the log ends behind the position a witness of this member's
+    /// incarnation recorded (a volume put back to an older copy of itself),
+    /// and no leader and majority of its cluster vouch for that position.
+    #[serde(rename = "6e")]
+    RolledBack,
+    /// 6f: the backend applied past the WAL's last entry (the WAL volume put
+    /// back alone under a current db, a segment that lost its head), and no
+    /// leader and majority of its cluster vouch for that position.
+    #[serde(rename = "6f")]
+    AppliedPastLog,
+    /// 6g: a snapshot restore's directory behind a witness's position: not
+    /// bumped above what the witnesses saw, or an older history of its cluster
+    /// still runs (a lone member restored under a running cluster).
+    #[serde(rename = "6g")]
+    RestoredBehind,
     /// 7: empty, and this member started before.
     #[serde(rename = "7")]
     EmptyFormed,
@@ -186,7 +216,7 @@ pub enum Row {
 
 impl Row {
     /// Every row, in the order of the documented table.
-    pub const ALL: [Row; 26] = [
+    pub const ALL: [Row; 31] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -196,11 +226,16 @@ impl Row {
         Row::StartStaleRecord,
         Row::StartEmptyLog,
         Row::Version,
+        Row::StartCatchingUp,
+        Row::StartRestoredAbove,
         Row::Foreign,
         Row::ForeignIncarnation,
         Row::Removed,
         Row::Fork,
         Row::ForeignFormation,
+        Row::RolledBack,
+        Row::AppliedPastLog,
+        Row::RestoredBehind,
         Row::EmptyFormed,
         Row::EmptyLogFormed,
         Row::Rebootstrapped,
@@ -227,11 +262,16 @@ impl Row {
             Row::StartStaleRecord => "5a",
             Row::StartEmptyLog => "5b",
             Row::Version => "5c",
+            Row::StartCatchingUp => "5d",
+            Row::StartRestoredAbove => "5e",
             Row::Foreign => "6",
             Row::ForeignIncarnation => "6a",
             Row::Removed => "6b",
             Row::Fork => "6c",
             Row::ForeignFormation => "6d",
+            Row::RolledBack => "6e",
+            Row::AppliedPastLog => "6f",
+            Row::RestoredBehind => "6g",
             Row::EmptyFormed => "7",
             Row::EmptyLogFormed => "7a",
             Row::Rebootstrapped => "7b",
@@ -257,7 +297,14 @@ impl Row {
             Row::Version => Verdict::RefuseVersion,
             Row::Corrupt => Verdict::RefuseCorrupt,
             Row::Partial => Verdict::RefusePartial,
-            Row::Start | Row::StartStaleRecord | Row::StartEmptyLog => Verdict::Start,
+            Row::Start
+            | Row::StartStaleRecord
+            | Row::StartEmptyLog
+            | Row::StartCatchingUp
+            | Row::StartRestoredAbove => Verdict::Start,
+            Row::RolledBack | Row::AppliedPastLog | Row::RestoredBehind => {
+                Verdict::RefuseRolledBack
+            }
             Row::Foreign
             | Row::ForeignIncarnation
             | Row::Removed
@@ -337,6 +384,20 @@ pub struct Recorded {
     pub formation: Vec<FoundingMember>,
     /// The term of the directory's HardState.
     pub term: u64,
+    /// Where the log ends: the index of its last entry, or of the snapshot it
+    /// starts from when that is later.
+    pub log_end_index: u64,
+    /// The term there.
+    pub log_end_term: u64,
+    /// The last entry the backend applied (`meta/consistent_index`), when read.
+    pub applied_index: Option<u64>,
+    /// Its term (`meta/term`, etcd 3.5+).
+    pub applied_term: Option<u64>,
+    /// The backend's MVCC revision, when read.
+    pub revision: Option<i64>,
+    /// Made by a snapshot restore, its backend holding the snapshot's data
+    /// (see `Initialized::restored` in `disk::layout`).
+    pub restored: bool,
     /// The upgrade check for the etcd version about to start, when it is known.
     pub upgrade: Option<UpgradeCheck>,
 }
@@ -370,6 +431,9 @@ pub struct SelfFacts {
     /// `--initial-cluster-token` (etcd's default when unset), or the discovery
     /// URL or token of a cluster formed through discovery.
     pub token: Option<String>,
+    /// SHA-256 of [`SelfFacts::token`] (etcd's default when unset): the
+    /// incarnation fact witnesses record (`Incarnation`).
+    pub token_sha256: Option<String>,
     /// The token was configured (a flag or env var), not etcd's default. A
     /// member that joined with `member add` needs no token (etcd ignores it on a
     /// join and `member add` prints none), so only a configured one tells whose
@@ -397,6 +461,8 @@ pub struct LiveMemberFacts {
     pub peer_urls: Vec<String>,
     /// It has a name and client URLs: it has started at least once.
     pub started: bool,
+    /// A raft learner (it does not vote).
+    pub is_learner: bool,
 }
 
 /// What the live cluster said.
@@ -417,6 +483,22 @@ pub struct LiveFacts {
     pub leader_heard: bool,
     /// The raft term of the freshest answer, when it gave one.
     pub raft_term: Option<u64>,
+    /// The commit index the leader reported, when the leader answered.
+    pub leader_raft_index: Option<u64>,
+    /// What each member of the freshest answer's cluster that answered
+    /// reported of its position.
+    pub positions: Vec<LivePosition>,
+}
+
+/// One answering member's position, as its `Status` reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivePosition {
+    /// The member that answered.
+    pub member_id: MemberId,
+    /// Its raft (commit) index.
+    pub raft_index: Option<u64>,
+    /// Its MVCC revision.
+    pub revision: Option<i64>,
 }
 
 impl LiveMemberFacts {
@@ -447,6 +529,26 @@ impl LiveFacts {
         self.members.iter().find(|m| m.id == id)
     }
 
+    /// The voters are this member and one other, and that one answered. A
+    /// cluster of two voters has no leader while one of them is down — a
+    /// member just added to a cluster of one is that, until it starts — but
+    /// every committed entry is on both: the other voter holds them all, and
+    /// nothing an empty log could vote for lacks them. What the leader's
+    /// answer guards a join against (a member behind the rest, with an empty
+    /// log's vote deciding an election) cannot happen with one other voter.
+    fn sole_other_voter_heard(&self, me: &SelfFacts) -> bool {
+        let voters: Vec<&LiveMemberFacts> = self.members.iter().filter(|m| !m.is_learner).collect();
+        let mine = |m: &&LiveMemberFacts| m.is(me);
+        match voters.as_slice() {
+            [a, b] if mine(a) != mine(b) => {
+                let other = if mine(a) { b } else { a };
+                self.other_cluster_ids.is_empty()
+                    && self.positions.iter().any(|p| p.member_id == other.id)
+            }
+            _ => false,
+        }
+    }
+
     /// The list is the leader's word on `cluster`: the freshest answer is of
     /// that cluster, and the leader and half of the voters were heard.
     fn authoritative_for(&self, cluster: ClusterId) -> bool {
@@ -469,20 +571,35 @@ pub struct OperatorFacts {
     /// `EtcdMember.spec.clusterToken`): what the operator passes etcd as
     /// `--initial-cluster-token`, unique per incarnation.
     pub cluster_token: Option<String>,
+    /// `EtcdCluster.metadata.uid`: this incarnation of the cluster.
+    pub cluster_uid: Option<String>,
 }
 
-/// What the witness Lease `serve` keeps for this member said (docs/decision-table.md, the sources):
-/// it exists, so this member's etcd answered its sidecar before.
+/// What a witness of this member said (docs/decision-table.md, the sources):
+/// the Lease `serve` keeps, or the witness file without Kubernetes. It exists,
+/// so this member's etcd answered its sidecar before.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WitnessFacts {
-    /// The Lease's name.
+    /// How a sentence names it ("the witness Lease etcd-witness-m1").
     pub name: String,
+    /// The command that clears it, for a remedy that needs it gone
+    /// (`kubectl -n ns delete lease etcd-witness-m1`, `rm /path`).
+    pub clear: String,
     /// The member ID it records (`None` when its annotation is unreadable).
     pub member_id: Option<MemberId>,
     /// The cluster ID it records.
     pub cluster_id: Option<ClusterId>,
     /// The raft index (high-water mark) it records.
     pub raft_index: Option<u64>,
+    /// The term of the entry applied there.
+    pub raft_term: Option<u64>,
+    /// The MVCC revision there.
+    pub revision: Option<i64>,
+    /// The position was proven on the member's disk (the format since
+    /// incarnations): an earlier sidecar recorded the in-memory commit index.
+    pub durable: bool,
+    /// Which incarnation it belongs to.
+    pub incarnation: Incarnation,
     /// The Pod whose sidecar last wrote it.
     pub pod_uid: Option<String>,
 }
@@ -499,6 +616,14 @@ pub enum Answer<T> {
 }
 
 impl<T> Answer<T> {
+    /// The answer, if the source gave one.
+    pub fn into_option(self) -> Option<T> {
+        match self {
+            Answer::Answered(t) => Some(t),
+            _ => None,
+        }
+    }
+
     fn get(&self) -> Option<&T> {
         match self {
             Answer::Answered(t) => Some(t),
@@ -528,6 +653,8 @@ pub struct Inputs {
     pub operator: Answer<OperatorFacts>,
     /// The witness Lease: `Answered(None)` when there is none (404).
     pub witness: Answer<Option<WitnessFacts>>,
+    /// The witness file (`--witness-file`), when there is one.
+    pub witness_file: Option<WitnessFacts>,
     /// `ETCD_MEMBER_ID` when non-empty.
     pub hint_member_id: Option<MemberId>,
     /// `ETCD_CLUSTER_ID` when non-empty.
@@ -549,6 +676,12 @@ pub struct Decision {
     pub remedy: String,
     /// What does not change the verdict but should be fixed.
     pub warnings: Vec<String>,
+    /// For a start: the raft index the member must reach before it is ready
+    /// (the position it was held to), and where that came from.
+    pub floor: Option<(u64, String)>,
+    /// For a start: the witnesses' position belongs to a history before a
+    /// deliberate restore and is to be replaced, not raised.
+    pub rebase_witness: bool,
 }
 
 const REMEDY_EMPTY_FORMED: &str =
@@ -579,6 +712,83 @@ fn decision(row: Row, reason: String, remedy: &str) -> Decision {
         reason,
         remedy: remedy.to_string(),
         warnings: Vec::new(),
+        floor: None,
+        rebase_witness: false,
+    }
+}
+
+/// Whose a witness is, as far as this member can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Whose {
+    /// This incarnation's: a fact both sides know agrees.
+    Ours,
+    /// No fact tells (a Lease of an earlier sidecar, a deployment that gives
+    /// neither a token nor an operator): taken as this member's, but it never
+    /// vouches for a directory.
+    Unknown,
+    /// Another incarnation's (why): it neither vouches nor refuses.
+    Other(String),
+}
+
+impl Inputs {
+    /// The incarnation this member is of: its token, and the operator's
+    /// `EtcdCluster` UID when the operator answered.
+    fn incarnation(&self) -> Incarnation {
+        Incarnation {
+            token_sha256: self.me.token_sha256.clone(),
+            cluster_uid: self.operator.get().and_then(|o| o.cluster_uid.clone()),
+        }
+    }
+
+    /// Every witness that answered: the Lease, then the file.
+    fn witnesses(&self) -> impl Iterator<Item = &WitnessFacts> {
+        self.witness
+            .get()
+            .and_then(Option::as_ref)
+            .into_iter()
+            .chain(self.witness_file.as_ref())
+    }
+
+    /// Whose `w` is. Without a fact both know, a bootstrap member's flags still
+    /// tell: a witness whose member and cluster IDs are both other than the
+    /// ones its flags derive is of a cluster formed otherwise.
+    fn whose(&self, w: &WitnessFacts) -> Whose {
+        let mine = self.incarnation();
+        if let Some(why) = mine.differs_from(&w.incarnation) {
+            return Whose::Other(why.to_owned());
+        }
+        if mine.same_as(&w.incarnation) {
+            return Whose::Ours;
+        }
+        if let (Some(d), Some(m)) = (self.me.derived, w.member_id) {
+            if m != d.member_id && w.cluster_id.is_some_and(|c| c != d.cluster_id) {
+                return Whose::Other(format!(
+                    "member {m} of cluster {}, IDs this member's flags (--initial-cluster, --initial-cluster-token) do not derive (they make it member {} of cluster {})",
+                    w.cluster_id.unwrap_or_default(),
+                    d.member_id,
+                    d.cluster_id
+                ));
+            }
+        }
+        Whose::Unknown
+    }
+
+    /// The witnesses of this incarnation (or of none known), and a warning for
+    /// each of another one.
+    fn usable_witnesses(&self) -> (Vec<(&WitnessFacts, bool)>, Vec<String>) {
+        let mut usable = Vec::new();
+        let mut warnings = Vec::new();
+        for w in self.witnesses() {
+            match self.whose(w) {
+                Whose::Ours => usable.push((w, true)),
+                Whose::Unknown => usable.push((w, false)),
+                Whose::Other(why) => warnings.push(format!(
+                    "{} belongs to another incarnation of a cluster of this member's name ({why}): it is not evidence about this member; once that cluster is gone, remove it ({})",
+                    w.name, w.clear
+                )),
+            }
+        }
+        (usable, warnings)
     }
 }
 
@@ -648,22 +858,21 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
     let (wal_member, wal_cluster) = (rec.member_id, rec.cluster_id);
     let op = i.operator.get();
     let live = i.live.get();
-    let witness = i.witness.get().and_then(Option::as_ref);
+    let (witnesses, mut warnings) = i.usable_witnesses();
     let mut mismatches = Vec::new();
-    let mut warnings = Vec::new();
 
-    // The list of the directory's own cluster shows this member started under
-    // the directory's ID: a member ID recorded elsewhere that the list does not
+    // The list of the directory's own cluster has this member under the
+    // directory's ID: a member ID recorded elsewhere that the list does not
     // have is the stale record of an earlier incarnation (the operator latches
-    // `memberID` once, env is frozen at Pod creation; remove + add gives a new
-    // ID). Any answer of that cluster will do, not only the leader's: a list
-    // that names this member under the directory's ID saw that ID join under
-    // this name, and a lagging list errs only towards an ID removed since —
-    // which etcd itself then refuses — never towards another member's data.
+    // `memberID` once, env is frozen at Pod creation, a witness keeps the ID it
+    // saw; remove + add gives a new ID). Started under this name, or added at
+    // this member's peer URL and not started yet (a join killed during its
+    // first sync: etcd made this directory for that random ID). Any answer of
+    // that cluster will do, not only the leader's: a lagging list errs only
+    // towards an ID removed since — which etcd itself then refuses — never
+    // towards another member's data.
     let live_vouches_member = live.is_some_and(|l| {
-        l.cluster_id == wal_cluster
-            && l.member(wal_member)
-                .is_some_and(|m| m.started && m.is(&i.me))
+        l.cluster_id == wal_cluster && l.member(wal_member).is_some_and(|m| m.is(&i.me))
     });
     let dir_member_is_me = matches!((&rec.recorded_name, &i.me.name), (Some(r), Some(n)) if r == n)
         || rec
@@ -671,7 +880,7 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
             .as_ref()
             .is_some_and(|urls| urls.iter().any(|u| i.me.has_peer_url(u)));
     let mut stale = Vec::new();
-    let recorded = [
+    let mut recorded = vec![
         RecordedId {
             what: "member ID",
             source: "the EtcdMember",
@@ -682,12 +891,12 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
             source: "ETCD_MEMBER_ID",
             id: i.hint_member_id,
         },
-        RecordedId {
-            what: "member ID",
-            source: "the witness Lease",
-            id: witness.and_then(|w| w.member_id),
-        },
     ];
+    recorded.extend(witnesses.iter().map(|(w, _)| RecordedId {
+        what: "member ID",
+        source: &w.name,
+        id: w.member_id,
+    }));
     for r in &recorded {
         let Some(id) = r.id.filter(|&id| id != wal_member) else {
             continue;
@@ -788,11 +997,11 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
         i.hint_cluster_id,
         wal_cluster,
     );
-    if let Some(w) = witness {
+    for (w, _) in &witnesses {
         check(
             &mut mismatches,
             "cluster ID",
-            "the witness Lease",
+            &w.name,
             w.cluster_id,
             wal_cluster,
         );
@@ -869,8 +1078,9 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
         || live.is_some_and(|l| l.cluster_id == wal_cluster && l.member(wal_member).is_some())
         || i.hint_member_id == Some(wal_member)
         || i.hint_cluster_id == Some(wal_cluster)
-        || witness
-            .is_some_and(|w| w.member_id == Some(wal_member) || w.cluster_id == Some(wal_cluster))
+        || witnesses.iter().any(|(w, ours)| {
+            *ours && (w.member_id == Some(wal_member) || w.cluster_id == Some(wal_cluster))
+        })
         || same_token;
     // Said whenever it is seen, so that a wrong token shows while a source
     // vouches, not first at a cold start when none can.
@@ -1030,8 +1240,11 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
     } else if rec.empty_log {
         return decide_empty_log(i, wal_member, warnings);
     } else {
+        let derived_agrees =
+            i.me.derived
+                .is_some_and(|d| d.member_id == wal_member && d.cluster_id == wal_cluster);
         let mut checked = vec!["the directory's own membership"];
-        if i.me.derived.is_some() {
+        if derived_agrees {
             checked.push("the IDs its flags derive");
         }
         if op.is_some() {
@@ -1043,29 +1256,54 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
         if i.hint_member_id.is_some() || i.hint_cluster_id.is_some() {
             checked.push("the env hints");
         }
-        if witness.is_some() {
-            checked.push("the witness Lease");
-        }
-        let row = if stale.is_empty() {
-            Row::Start
-        } else {
-            Row::StartStaleRecord
-        };
+        checked.extend(witnesses.iter().map(|(w, _)| w.name.as_str()));
         let mut reason = format!(
             "the data directory holds member {} of cluster {}, consistent with {}",
             wal_member,
             wal_cluster,
             checked.join(", ")
         );
+        if let Some(d) = i.me.derived.filter(|_| !derived_agrees) {
+            reason.push_str(&format!(
+                "; its flags derive member {} of cluster {}, but another source vouches for the directory's IDs",
+                d.member_id, d.cluster_id
+            ));
+        }
         if !stale.is_empty() {
             reason.push_str(&format!(
                 "; the live member list shows this member started under that ID: {}",
                 stale.join("; ")
             ));
         }
-        match rec.upgrade.as_ref().filter(|u| u.blocked) {
-            Some(u) => refuse_version(u, &reason),
-            None => decision(row, reason, ""),
+        // A start (any of rows 5, 5a, 5d, 5e), unless the etcd about to start
+        // would refuse or panic on the directory (5c).
+        let start = |row: Row, reason: String, floor: Option<(u64, String)>, rebase: bool| {
+            let mut d = match rec.upgrade.as_ref().filter(|u| u.blocked) {
+                Some(u) => refuse_version(u, &reason),
+                None => decision(row, reason, ""),
+            };
+            if d.verdict == Verdict::Start {
+                d.floor = floor;
+                d.rebase_witness = rebase;
+            }
+            d
+        };
+        match log_position(i, rec, &witnesses, &mut warnings) {
+            LogPosition::Refused(d) => d,
+            LogPosition::Held(floor) if stale.is_empty() => start(Row::Start, reason, floor, false),
+            LogPosition::Held(floor) => start(Row::StartStaleRecord, reason, floor, false),
+            LogPosition::CatchingUp { floor, why } => start(
+                Row::StartCatchingUp,
+                format!("{reason}; {why}"),
+                Some(floor),
+                false,
+            ),
+            LogPosition::RestoredAbove { why } => start(
+                Row::StartRestoredAbove,
+                format!("{reason}; {why}"),
+                None,
+                true,
+            ),
         }
     };
     if let Some(u) = &rec.upgrade {
@@ -1080,6 +1318,240 @@ fn decide_initialized(i: &Inputs, rec: &Recorded) -> Decision {
     }
     d.warnings = warnings;
     d
+}
+
+/// What the directory's log position says, against what this member is known
+/// to have reached (docs/decision-table.md, rows 5d, 5e, 6e–6g).
+enum LogPosition {
+    /// Not behind anything known: starts, held to this position (the highest
+    /// known one, for readiness), if any.
+    Held(Option<(u64, String)>),
+    /// Behind, but the leader and a majority of its cluster answer with a
+    /// commit at or past the position: raft's leader completeness lets it
+    /// catch up from them.
+    CatchingUp {
+        /// The position it must reach before it is ready.
+        floor: (u64, String),
+        /// The sentence for the reason.
+        why: String,
+    },
+    /// A restore bumped above every revision the witnesses saw, no older
+    /// history of its cluster running.
+    RestoredAbove {
+        /// The sentence for the reason.
+        why: String,
+    },
+    /// Refused (rows 6e–6g).
+    Refused(Decision),
+}
+
+/// A position this member is known to have reached, and who says so.
+struct Reached<'a> {
+    index: u64,
+    term: Option<u64>,
+    revision: Option<i64>,
+    by: String,
+    witness: Option<&'a WitnessFacts>,
+}
+
+fn log_position(
+    i: &Inputs,
+    rec: &Recorded,
+    witnesses: &[(&WitnessFacts, bool)],
+    warnings: &mut Vec<String>,
+) -> LogPosition {
+    let (end, end_term) = (rec.log_end_index, rec.log_end_term);
+    let mine = |w: &WitnessFacts| {
+        w.member_id == Some(rec.member_id) && w.cluster_id == Some(rec.cluster_id)
+    };
+    // The witnesses' marks of this member's history. A mark of an earlier
+    // sidecar is the in-memory commit index, which a crash leaves a Ready
+    // batch ahead of the disk: said, never held against the directory.
+    let mut reached: Vec<Reached> = Vec::new();
+    for (w, _) in witnesses.iter().filter(|(w, _)| mine(w)) {
+        let Some(index) = w.raft_index.filter(|&n| n > 0) else {
+            continue;
+        };
+        if !w.durable {
+            if index > end {
+                warnings.push(format!(
+                    "{} records raft index {index}, above where this directory's log ends ({end}); it was written by an earlier sidecar, whose index is not proven to have reached the disk, so it is not held against the directory: if this volume was put back to an older copy, do not start it. The next renewal records a proven position",
+                    w.name
+                ));
+            }
+            continue;
+        }
+        reached.push(Reached {
+            index,
+            term: w.raft_term,
+            revision: w.revision,
+            by: w.name.clone(),
+            witness: Some(w),
+        });
+    }
+    let behind_witness = reached
+        .iter()
+        .filter(|r| r.index > end || r.term.is_some_and(|t| t > end_term))
+        .max_by_key(|r| r.index);
+    let applied_past = match (rec.applied_index, rec.applied_term) {
+        (Some(ci), term) if ci > end || term.is_some_and(|t| t > end_term) => Some(Reached {
+            index: ci,
+            term,
+            revision: None,
+            by: "its own backend (consistent index)".into(),
+            witness: None,
+        }),
+        _ => None,
+    };
+    let highest = reached
+        .iter()
+        .map(|r| (r.index, r.by.clone()))
+        .chain(
+            rec.applied_index
+                .map(|ci| (ci, "its own backend".to_owned())),
+        )
+        .max_by_key(|(n, _)| *n);
+    if behind_witness.is_none() && applied_past.is_none() {
+        return LogPosition::Held(highest);
+    }
+    let need = highest.clone().unwrap_or((end, String::new()));
+    let position = format!("its log ends at index {end} (term {end_term})");
+    let live = i.live.get().filter(|l| l.cluster_id == rec.cluster_id);
+
+    if rec.restored {
+        if let Some(w) = &behind_witness {
+            let bumped = matches!((rec.revision, w.revision), (Some(r), Some(wr)) if r > wr);
+            // An older history of its cluster still running: a member of its
+            // cluster past its log, at a revision below its own.
+            let older_running = live.and_then(|l| {
+                l.positions.iter().find(|p| {
+                    p.raft_index.is_some_and(|n| n > end)
+                        && matches!((p.revision, rec.revision), (Some(pr), Some(r)) if pr < r)
+                })
+            });
+            if bumped && older_running.is_none() {
+                return LogPosition::RestoredAbove {
+                    why: format!(
+                        "it was made by a snapshot restore (its log restarts at index {end}), below the raft index {} {} records, but its revision {} is above the revision {} recorded there: a restore bumped above every revision clients saw (a deliberate rollback); the witnesses' position is re-based",
+                        w.index,
+                        w.by,
+                        rec.revision.unwrap_or_default(),
+                        w.revision.unwrap_or_default()
+                    ),
+                };
+            }
+            let mut reason = format!(
+                "the data directory of member {} was made by a snapshot restore: {position}, behind the raft index {} (term {}) that {} records for this member",
+                rec.member_id,
+                w.index,
+                w.term.unwrap_or_default(),
+                w.by
+            );
+            match older_running {
+                Some(p) => reason.push_str(&format!(
+                    ", and member {} of its cluster answers at raft index {} and revision {}, below this directory's revision {}: an older history of the cluster still runs, and the restored data must not join it (the cluster's newer entries would be applied on top of the snapshot's state)",
+                    p.member_id,
+                    p.raft_index.unwrap_or_default(),
+                    p.revision.unwrap_or_default(),
+                    rec.revision.unwrap_or_default()
+                )),
+                None => reason.push_str(&format!(
+                    ", and its revision {} is not above the revision {} recorded there: clients would see revisions go backwards",
+                    rec.revision.map_or("unknown".into(), |r| r.to_string()),
+                    w.revision.map_or("unknown".into(), |r| r.to_string())
+                )),
+            }
+            return LogPosition::Refused(decision(
+                Row::RestoredBehind,
+                reason,
+                &remedy_restored(w, rec.revision),
+            ));
+        }
+    }
+
+    // Raft's leader completeness: a leader holds every committed entry. A
+    // leader of its cluster, heard with a majority, whose commit is at or past
+    // the position, holds what this directory lost, and a member behind it
+    // only catches up (etcd skips entries its backend already applied).
+    if !rec.restored {
+        if let Some(l) = live.filter(|l| l.leader_heard && l.majority_heard) {
+            if let Some(commit) = l.leader_raft_index.filter(|&c| c >= need.0) {
+                return LogPosition::CatchingUp {
+                    floor: need.clone(),
+                    why: format!(
+                        "{position}, behind the index {} that {} records, but the leader and a majority of cluster {} answer with commit {commit}: it catches up from them",
+                        need.0, need.1, l.cluster_id
+                    ),
+                };
+            }
+        }
+    }
+    let cluster_says = match i.live.get() {
+        None => format!("no member of its cluster answered ({})", i.live.describe()),
+        Some(l) if l.cluster_id != rec.cluster_id => format!(
+            "the endpoints answer for cluster {}, not its cluster {}",
+            l.cluster_id, rec.cluster_id
+        ),
+        Some(l) if !l.leader_heard => "its cluster answers without a leader".to_owned(),
+        Some(l) if !l.majority_heard => {
+            "fewer than half of its cluster's voting members answered".to_owned()
+        }
+        Some(l) => match l.leader_raft_index {
+            Some(c) => format!(
+                "its cluster's leader answers with commit {c}, below {}: the cluster itself is behind that position (every member restored, or a position that was never reached)",
+                need.0
+            ),
+            None => "its cluster's leader did not report its commit index".to_owned(),
+        },
+    };
+    match (behind_witness, applied_past) {
+        (Some(w), _) => LogPosition::Refused(decision(
+            Row::RolledBack,
+            format!(
+                "the data directory of member {} of cluster {} went backwards: {position}, behind the raft index {} (term {}) that {} records this member's disk held: a volume put back to an older copy of itself. Started alone it could vote in a leader without the entries after {end}, which this member helped commit; {cluster_says}",
+                rec.member_id,
+                rec.cluster_id,
+                w.index,
+                w.term.unwrap_or_default(),
+                w.by
+            ),
+            &remedy_rolled_back(w, rec),
+        )),
+        (None, Some(a)) => LogPosition::Refused(decision(
+            Row::AppliedPastLog,
+            format!(
+                "the data directory of member {} of cluster {} went backwards: its backend applied index {}{}, but {position}: the WAL was put back to an older copy under a current db (a --wal-dir volume restored alone), or its last segment lost its head. Started alone it could vote in a leader without the entries its data already applied, and the members would diverge for good; {cluster_says}",
+                rec.member_id,
+                rec.cluster_id,
+                a.index,
+                a.term.map(|t| format!(" (term {t})")).unwrap_or_default()
+            ),
+            REMEDY_APPLIED_PAST_LOG,
+        )),
+        (None, None) => LogPosition::Held(highest),
+    }
+}
+
+const REMEDY_APPLIED_PAST_LOG: &str = "keep the directory (its backend holds data its WAL lost). Either bring back the members that hold the cluster's data: once the leader and a majority answer with a commit at or past the backend's index, this member starts by itself and catches up (the kubelet retries preflight); or remove and re-add this member (etcdctl member remove, wipe, member add; with the operator, delete the EtcdMember). For a cluster of this one member, make a snapshot of its own backend and restore it (copy member/snap/db, then etcdutl snapshot restore <copy> --skip-hash-check with this member's name, --initial-cluster and token): that rebuilds a WAL that holds what the backend applied";
+
+fn remedy_rolled_back(w: &Reached, rec: &Recorded) -> String {
+    let clear = w.witness.map(|w| w.clear.clone()).unwrap_or_default();
+    format!(
+        "do not wipe it. Either bring back the members that hold the newer data (their directories are intact): once the leader and a majority of cluster {} answer with a commit at or past {}, this member starts by itself and catches up (the kubelet retries preflight); or, if this member's newer data is lost for good and the others hold the cluster's data, remove and re-add it (etcdctl member remove {}, wipe, member add; with the operator, delete the EtcdMember). If every member was put back to older copies on purpose (a rollback of the whole cluster), acknowledge it by removing each member's witness ({clear}, and the same for the others), or restore them instead with etcdutl snapshot restore --bump-revision above revision {} --mark-compacted (etcd-member-agent restore --bump-revision auto reads it from the witness), so clients' watches never see revisions go backwards",
+        rec.cluster_id,
+        w.index,
+        rec.member_id,
+        w.revision.map_or("the one the witness recorded".into(), |r| r.to_string()),
+    )
+}
+
+fn remedy_restored(w: &Reached, revision: Option<i64>) -> String {
+    let clear = w.witness.map(|w| w.clear.clone()).unwrap_or_default();
+    format!(
+        "if only this member was restored while the others kept the cluster running, never start it into that cluster: remove and re-add it (it receives the data from the others). If every member was restored on purpose, either acknowledge the rollback by removing each member's witness ({clear}, and the same for the others), or restore again with etcdutl snapshot restore --bump-revision N --mark-compacted where N takes the revision above {} (this directory is at {}; etcd-member-agent restore --bump-revision auto chooses N from the witness), so clients' watches never see revisions go backwards",
+        w.revision.map_or("the one the witness recorded".into(), |r| r.to_string()),
+        revision.map_or("an unknown revision".into(), |r| r.to_string()),
+    )
 }
 
 /// Row 5c: the directory is this member's, but the etcd about to start would
@@ -1139,7 +1611,82 @@ fn decide_empty_log(i: &Inputs, wal_member: MemberId, warnings: Vec<String>) -> 
     d
 }
 
+/// What the witnesses say of an empty directory's member.
+struct WitnessSays {
+    /// One sentence per witness saying this member started.
+    started: Vec<String>,
+    /// The commands that clear those witnesses.
+    clears: Vec<String>,
+    /// Witnesses of another incarnation, or of the member's previous ID.
+    warnings: Vec<String>,
+}
+
+/// A witness exists only because this member's etcd answered its sidecar.
+/// Only a re-added member's new, unstarted ID makes it stale (as for the
+/// recorded IDs): one whose member ID differs, or cannot be read — the live
+/// list, trusted for a join only with the leader and a majority, says this
+/// member never started under its new ID. A witness of another incarnation of
+/// a cluster of the same names says nothing about this member.
+fn witness_says(i: &Inputs, readded_as: Option<MemberId>) -> WitnessSays {
+    let (witnesses, mut warnings) = i.usable_witnesses();
+    let mut started = Vec::new();
+    let mut clears = Vec::new();
+    for (w, _) in &witnesses {
+        if readded_as.is_some_and(|new| w.member_id != Some(new)) {
+            warnings.push(format!(
+                "{} records member {}, not this member's new ID: a record of its incarnation before it was removed and added again ({})",
+                w.name,
+                w.member_id.map_or("(unreadable)".into(), |m| m.to_string()),
+                w.clear
+            ));
+            continue;
+        }
+        let ids = match (w.member_id, w.cluster_id) {
+            (Some(m), Some(c)) => format!("member {} of cluster {}", m, c),
+            _ => "this member (its IDs unreadable)".to_owned(),
+        };
+        let index = w
+            .raft_index
+            .map(|n| format!(" at raft index {n}"))
+            .unwrap_or_default();
+        let pod = w
+            .pod_uid
+            .as_deref()
+            .map(|u| format!(", written by Pod {u}"))
+            .unwrap_or_default();
+        started.push(format!("{} records {ids} running{index}{pod}", w.name));
+        clears.push(w.clear.clone());
+    }
+    WitnessSays {
+        started,
+        clears,
+        warnings,
+    }
+}
+
+/// A member that was removed and added again shows up unstarted under a new
+/// ID: IDs the operator or env recorded for its previous incarnation are stale
+/// then.
+fn readded_as(i: &Inputs) -> Option<MemberId> {
+    i.live
+        .get()
+        .and_then(|l| l.find(&i.me))
+        .filter(|m| !m.started)
+        .map(|m| m.id)
+}
+
 fn decide_empty(i: &Inputs) -> Decision {
+    let witness = witness_says(i, readded_as(i));
+    let mut d = empty_rows(i, &witness);
+    for w in witness.warnings {
+        if !d.warnings.contains(&w) {
+            d.warnings.push(w);
+        }
+    }
+    d
+}
+
+fn empty_rows(i: &Inputs, witness: &WitnessSays) -> Decision {
     let op = i.operator.get();
     let live = i.live.get();
     let seed = match op {
@@ -1147,10 +1694,7 @@ fn decide_empty(i: &Inputs) -> Decision {
         None => i.me.self_only_initial_cluster,
     };
     let live_me = live.and_then(|l| l.find(&i.me));
-
-    // A member that was removed and added again shows up unstarted under a new ID:
-    // IDs the operator or env recorded for its previous incarnation are stale then.
-    let readded_as = live_me.filter(|m| !m.started).map(|m| m.id);
+    let readded_as = readded_as(i);
     let recorded_started = |id: Option<MemberId>| match (id, readded_as) {
         (Some(old), Some(new)) => old == new,
         (Some(_), None) => true,
@@ -1178,32 +1722,7 @@ fn decide_empty(i: &Inputs) -> Decision {
             i.hint_member_id.unwrap_or_default()
         ));
     }
-    // The witness exists only because this member's etcd answered its
-    // sidecar. Only a re-added member's new, unstarted ID makes it stale
-    // (as for the recorded IDs); a Lease whose IDs cannot be read still
-    // says that the member started.
-    if let Some(w) = i.witness.get().and_then(Option::as_ref) {
-        let stale = matches!((w.member_id, readded_as), (Some(old), Some(new)) if old != new);
-        if !stale {
-            let ids = match (w.member_id, w.cluster_id) {
-                (Some(m), Some(c)) => format!("member {} of cluster {}", m, c),
-                _ => "this member (its IDs unreadable)".to_owned(),
-            };
-            let index = w
-                .raft_index
-                .map(|n| format!(" at raft index {n}"))
-                .unwrap_or_default();
-            let pod = w
-                .pod_uid
-                .as_deref()
-                .map(|u| format!(", written by Pod {u}"))
-                .unwrap_or_default();
-            started.push(format!(
-                "the witness Lease {} records {ids} running{index}{pod}",
-                w.name
-            ));
-        }
-    }
+    started.extend(witness.started.iter().cloned());
     if seed && readded_as.is_none() {
         if let Some(cid) = op.and_then(|o| o.cluster_id) {
             started.push(format!(
@@ -1222,13 +1741,20 @@ fn decide_empty(i: &Inputs) -> Decision {
         }
     }
     if !started.is_empty() {
+        let mut remedy = REMEDY_EMPTY_FORMED.to_owned();
+        if !witness.clears.is_empty() {
+            remedy.push_str(&format!(
+                " If this is a new cluster that reuses this member's name (its volume is fresh, nothing of it ever ran) and the witness is a leftover of an earlier cluster of the same names and token, remove the witness ({}) and restart the Pod; give each cluster its own --initial-cluster-token so that its witnesses cannot be mistaken for another's",
+                witness.clears.join("; ")
+            ));
+        }
         return decision(
             Row::EmptyFormed,
             format!(
                 "the data directory is empty but this member started before: {}",
                 started.join("; ")
             ),
-            REMEDY_EMPTY_FORMED,
+            &remedy,
         );
     }
 
@@ -1247,8 +1773,11 @@ fn decide_empty(i: &Inputs) -> Decision {
             "point ETCD_PEER_ENDPOINTS at this cluster's members only, then restart the Pod",
         );
     }
-    if let Some(l) = live.filter(|l| readded_as.is_some() && !(l.majority_heard && l.leader_heard))
-    {
+    if let Some(l) = live.filter(|l| {
+        readded_as.is_some()
+            && !(l.majority_heard && l.leader_heard)
+            && !l.sole_other_voter_heard(&i.me)
+    }) {
         let short = if l.majority_heard {
             "no answer came from the leader"
         } else {
@@ -1406,6 +1935,7 @@ mod tests {
             live: Answer::NotConfigured,
             operator: Answer::NotConfigured,
             witness: Answer::NotConfigured,
+            witness_file: None,
             hint_member_id: None,
             hint_cluster_id: None,
             allow_bootstrap_without_evidence: false,
@@ -1438,12 +1968,15 @@ mod tests {
                     name: name.into(),
                     peer_urls: vec![url.into()],
                     started,
+                    is_learner: false,
                 })
                 .collect(),
             other_cluster_ids: Vec::new(),
             majority_heard: true,
             leader_heard: true,
             raft_term: None,
+            leader_raft_index: None,
+            positions: Vec::new(),
         })
     }
 
@@ -1462,6 +1995,7 @@ mod tests {
             cluster_id: cluster.map(ClusterId::new),
             pod_uid: None,
             cluster_token: None,
+            cluster_uid: None,
         })
     }
 
@@ -1620,10 +2154,33 @@ mod tests {
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
             assert!(d.reason.contains("fewer than half"), "{d:?}");
+            // Two voters, this member and m0: without a leader, m0's word is
+            // enough only when m0 itself answered.
             i.live = altered(unstarted.clone(), |l| l.leader_heard = false);
             let d = decide(&i);
             assert_eq!(d.verdict, Verdict::PhaseUnknown, "{d:?}");
             assert!(d.reason.contains("leader"), "{d:?}");
+            i.live = altered(unstarted.clone(), |l| {
+                l.leader_heard = false;
+                l.positions = vec![LivePosition {
+                    member_id: MemberId::new(2),
+                    raft_index: Some(9),
+                    revision: None,
+                }];
+            });
+            let d = decide(&i);
+            assert_eq!(d.verdict, Verdict::Join, "{d:?}");
+            // With a third voter, no.
+            i.live = altered(i.live.clone(), |l| {
+                l.members.push(LiveMemberFacts {
+                    id: MemberId::new(3),
+                    name: "m2".into(),
+                    peer_urls: vec!["http://m2:2380".into()],
+                    started: true,
+                    is_learner: false,
+                })
+            });
+            assert_eq!(decide(&i).verdict, Verdict::PhaseUnknown);
             i.live = altered(unstarted.clone(), |l| {
                 l.other_cluster_ids = vec![ClusterId::new(5)]
             });
@@ -2281,12 +2838,18 @@ mod tests {
         assert_eq!(row(&i), Row::ForeignFormation);
     }
 
+    /// A Lease as an earlier sidecar wrote it: no format, no incarnation.
     fn witness(member: u64, cluster: u64) -> Answer<Option<WitnessFacts>> {
         Answer::Answered(Some(WitnessFacts {
-            name: "etcd-witness-m1".into(),
+            name: "the witness Lease etcd-witness-m1".into(),
+            clear: "kubectl -n ns delete lease etcd-witness-m1".into(),
             member_id: Some(MemberId::new(member)),
             cluster_id: Some(ClusterId::new(cluster)),
             raft_index: Some(41),
+            raft_term: Some(2),
+            revision: None,
+            durable: false,
+            incarnation: Incarnation::default(),
             pod_uid: Some("0d6f".into()),
         }))
     }
@@ -2352,7 +2915,8 @@ mod tests {
         let d = decide(&i);
         assert_eq!(d.verdict, Verdict::RefuseForeign, "{}", d.reason);
         assert!(
-            d.reason.contains("the witness Lease says 000000000000000b"),
+            d.reason
+                .contains("the witness Lease etcd-witness-m1 says 000000000000000b"),
             "{}",
             d.reason
         );
@@ -2373,5 +2937,331 @@ mod tests {
         assert_eq!(decide(&i).verdict, Verdict::Join);
         i.witness = witness(0xb, 0xc);
         assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
+    }
+
+    /// A Lease of this member's incarnation, in the current format, whose
+    /// disk was proven to hold raft index `index` at term `term`.
+    fn durable_witness(member: u64, cluster: u64, index: u64, term: u64) -> WitnessFacts {
+        WitnessFacts {
+            name: "the witness Lease etcd-witness-m1".into(),
+            clear: "kubectl -n ns delete lease etcd-witness-m1".into(),
+            member_id: Some(MemberId::new(member)),
+            cluster_id: Some(ClusterId::new(cluster)),
+            raft_index: Some(index),
+            raft_term: Some(term),
+            revision: Some(index as i64 + 20),
+            durable: true,
+            incarnation: Incarnation::new(Some("tok"), None),
+            pod_uid: None,
+        }
+    }
+
+    /// An initialized member whose log ends at `end` (term 2), backend applied
+    /// up to `applied`, of incarnation `tok`.
+    fn at(end: u64, applied: u64) -> Inputs {
+        let mut i = initialized(0xa, 0xc);
+        i.me.token = Some("tok".into());
+        i.me.token_sha256 = Some(crate::disk::ids::token_sha256("tok"));
+        let r = rec(&mut i);
+        r.log_end_index = end;
+        r.log_end_term = 2;
+        r.applied_index = Some(applied);
+        r.applied_term = Some(2);
+        r.revision = Some(applied as i64);
+        i
+    }
+
+    fn leader_at(cluster: u64, commit: u64) -> Answer<LiveFacts> {
+        altered(live(cluster, &[(0xa, "m1", ME, true)]), |l| {
+            l.leader_raft_index = Some(commit);
+        })
+    }
+
+    #[test]
+    fn regression_a_volume_put_back_to_an_older_copy_of_itself_is_refused() {
+        // Issue 29 case 1: the witness proved index 35 at term 3 on this
+        // member's disk; its volume was put back to a copy ending at 12 (term 2).
+        let mut i = at(12, 12);
+        i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+        let d = decide(&i);
+        assert_eq!(
+            (d.row, d.verdict.exit().code()),
+            (Row::RolledBack, 17),
+            "{}",
+            d.reason
+        );
+        assert!(
+            d.reason.contains("index 12") && d.reason.contains("35"),
+            "{}",
+            d.reason
+        );
+        assert!(
+            d.remedy
+                .contains("kubectl -n ns delete lease etcd-witness-m1"),
+            "{}",
+            d.remedy
+        );
+        // A peer without a leader (the lagging one) is no way out.
+        i.live = altered(leader_at(0xc, 40), |l| l.leader_heard = false);
+        assert_eq!(decide(&i).row, Row::RolledBack);
+        // Nor a leader whose commit is below the mark.
+        i.live = leader_at(0xc, 20);
+        let d = decide(&i);
+        assert_eq!(d.row, Row::RolledBack);
+        assert!(d.reason.contains("commit 20"), "{}", d.reason);
+        // Nor a leader of another cluster.
+        i.live = leader_at(0xd, 40);
+        assert_eq!(decide(&i).verdict, Verdict::RefuseForeign);
+        // The leader and a majority of its cluster hold the mark: it catches up,
+        // and is not ready before it reached it.
+        i.live = leader_at(0xc, 40);
+        let d = decide(&i);
+        assert_eq!(
+            (d.row, d.verdict),
+            (Row::StartCatchingUp, Verdict::Start),
+            "{}",
+            d.reason
+        );
+        assert_eq!(d.floor.map(|f| f.0), Some(35));
+        // The term alone also tells: the same index, but an older term.
+        let mut i = at(35, 35);
+        i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+        assert_eq!(decide(&i).row, Row::RolledBack);
+        // At or past the mark: an ordinary start, held to the mark for readiness.
+        rec(&mut i).log_end_term = 3;
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Start, "{}", d.reason);
+        assert_eq!(d.floor.map(|f| f.0), Some(35));
+    }
+
+    #[test]
+    fn regression_a_wal_put_back_under_a_current_db_is_refused_on_its_own_word() {
+        // Issue 29 case 2: backend consistent index 35, the WAL ends at 13.
+        let mut i = at(13, 35);
+        let d = decide(&i);
+        assert_eq!(
+            (d.row, d.verdict.exit().code()),
+            (Row::AppliedPastLog, 17),
+            "{}",
+            d.reason
+        );
+        // The backend's term above the WAL's last term says the same.
+        let mut j = at(35, 35);
+        rec(&mut j).applied_term = Some(3);
+        assert_eq!(decide(&j).row, Row::AppliedPastLog);
+        // With the leader and a majority past the backend's index: it catches
+        // up (etcd skips what its backend applied).
+        i.live = leader_at(0xc, 35);
+        let d = decide(&i);
+        assert_eq!(d.row, Row::StartCatchingUp, "{}", d.reason);
+        assert_eq!(d.floor.map(|f| f.0), Some(35));
+    }
+
+    #[test]
+    fn an_earlier_sidecars_mark_is_said_but_never_held_against_a_directory() {
+        let mut i = at(12, 12);
+        let mut w = durable_witness(0xa, 0xc, 35, 3);
+        w.durable = false;
+        w.incarnation = Incarnation::default();
+        i.witness = Answer::Answered(Some(w));
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Start, "{}", d.reason);
+        assert!(
+            d.warnings.iter().any(|w| w.contains("earlier sidecar")),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    #[test]
+    fn regression_an_old_incarnations_witness_neither_vouches_nor_refuses() {
+        // Issue 29 case 3: an old incarnation's PVC (formed with token old) under a
+        // bootstrap member of a re-created cluster (token new), the old Lease there.
+        let mut i = initialized(0xa, 0xc);
+        rec(&mut i).log_end_index = 10;
+        rec(&mut i).log_end_term = 2;
+        i.me.derived = Some(DerivedIds {
+            member_id: MemberId::new(0x1a),
+            cluster_id: ClusterId::new(0x1c),
+        });
+        i.me.token = Some("new".into());
+        i.me.token_sha256 = Some(crate::disk::ids::token_sha256("new"));
+        let mut old = durable_witness(0xa, 0xc, 3, 2);
+        old.incarnation = Incarnation::new(Some("old"), None);
+        i.witness = Answer::Answered(Some(old.clone()));
+        let d = decide(&i);
+        assert_eq!(d.row, Row::ForeignIncarnation, "{}", d.reason);
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("another incarnation") && w.contains("delete lease")),
+            "{:?}",
+            d.warnings
+        );
+        // The same with the Lease an earlier sidecar wrote (no incarnation): its
+        // IDs are not the ones the flags derive.
+        let mut legacy = old.clone();
+        legacy.incarnation = Incarnation::default();
+        legacy.durable = false;
+        i.witness = Answer::Answered(Some(legacy));
+        assert_eq!(decide(&i).row, Row::ForeignIncarnation);
+        // Of this incarnation, the witness vouches (a member whose URL was updated).
+        let mut ours = old;
+        ours.incarnation = Incarnation::new(Some("new"), None);
+        i.witness = Answer::Answered(Some(ours));
+        assert_eq!(decide(&i).verdict, Verdict::Start);
+    }
+
+    #[test]
+    fn regression_a_fresh_cluster_is_not_refused_on_an_old_incarnations_lease() {
+        // Issue 29 case 4: a fresh seed on a fresh volume, the previous
+        // incarnation's Lease (another token) still there.
+        let mut i = inputs(Dir::Empty);
+        i.me = seed_me();
+        i.me.token_sha256 = Some(crate::disk::ids::token_sha256("new"));
+        i.me.derived = Some(DerivedIds {
+            member_id: MemberId::new(0x1a),
+            cluster_id: ClusterId::new(0x1c),
+        });
+        i.operator = op(true, None, None);
+        i.witness = Answer::Answered(Some(WitnessFacts {
+            incarnation: Incarnation::new(Some("old"), None),
+            ..durable_witness(0xa, 0xc, 30, 2)
+        }));
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::Bootstrap, "{}", d.reason);
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("kubectl -n ns delete lease")),
+            "{:?}",
+            d.warnings
+        );
+        // An earlier sidecar's Lease of IDs the flags do not derive: the same.
+        i.witness = witness(0xa, 0xc);
+        assert_eq!(decide(&i).verdict, Verdict::Bootstrap);
+        // The Lease of the IDs the flags derive (the PR 355 window): refused, and
+        // the remedy names the Lease for the case it is a leftover after all.
+        i.witness = witness(0x1a, 0x1c);
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::RefuseEmptyFormed);
+        assert!(
+            d.remedy
+                .contains("kubectl -n ns delete lease etcd-witness-m1"),
+            "{}",
+            d.remedy
+        );
+        // Another EtcdCluster (uid) of the same token: another incarnation too.
+        i.operator = altered_op(op(true, None, None), |o| {
+            o.cluster_uid = Some("uid-new".into())
+        });
+        i.witness = Answer::Answered(Some(WitnessFacts {
+            incarnation: Incarnation::new(Some("new"), Some("uid-old")),
+            ..durable_witness(0x1a, 0x1c, 30, 2)
+        }));
+        assert_eq!(decide(&i).verdict, Verdict::Bootstrap);
+    }
+
+    fn altered_op(
+        mut a: Answer<OperatorFacts>,
+        f: impl FnOnce(&mut OperatorFacts),
+    ) -> Answer<OperatorFacts> {
+        if let Answer::Answered(o) = &mut a {
+            f(o);
+        }
+        a
+    }
+
+    #[test]
+    fn a_witness_with_an_unreadable_member_id_never_blocks_a_readded_members_join() {
+        let mut i = inputs(Dir::Empty);
+        i.live = live(0xc, &[(0xb, "", ME, false), (0x9, "m0", M0, true)]);
+        i.witness = Answer::Answered(Some(WitnessFacts {
+            member_id: None,
+            ..durable_witness(0xa, 0xc, 30, 2)
+        }));
+        let d = decide(&i);
+        assert_eq!(d.verdict, Verdict::Join, "{}", d.reason);
+        // Without the re-add it still says the member started.
+        i.live = live(0xc, &[(0x9, "m0", M0, true)]);
+        assert_eq!(decide(&i).verdict, Verdict::RefuseEmptyFormed);
+    }
+
+    #[test]
+    fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
+        // Issue 29 case 5: a snapshot restore under the cluster's own IDs, the
+        // witness at index 35, revision 55.
+        let mut i = at(3, 3);
+        rec(&mut i).restored = true;
+        rec(&mut i).revision = Some(40);
+        i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+        let d = decide(&i);
+        assert_eq!(
+            (d.row, d.verdict.exit().code()),
+            (Row::RestoredBehind, 17),
+            "{}",
+            d.reason
+        );
+        assert!(
+            d.remedy.contains("kubectl -n ns delete lease") && d.remedy.contains("--bump-revision"),
+            "{}",
+            d.remedy
+        );
+        // A leader past the mark is no way out for a restore.
+        i.live = leader_at(0xc, 50);
+        assert_eq!(decide(&i).row, Row::RestoredBehind);
+        // Bumped above the witness's revision, no older history running: start,
+        // and the witnesses are re-based.
+        rec(&mut i).revision = Some(1_000_055);
+        i.live = Answer::NotConfigured;
+        let d = decide(&i);
+        assert_eq!(d.row, Row::StartRestoredAbove, "{}", d.reason);
+        assert!(d.rebase_witness && d.floor.is_none());
+        // The peers restored from the same snapshot answer at its revision or
+        // above: the restored cluster, not an older history.
+        i.live = altered(leader_at(0xc, 9), |l| {
+            l.positions = vec![LivePosition {
+                member_id: MemberId::new(0x9),
+                raft_index: Some(9),
+                revision: Some(1_000_060),
+            }]
+        });
+        assert_eq!(decide(&i).row, Row::StartRestoredAbove);
+        // A lone member restored under the cluster that kept running.
+        i.live = altered(leader_at(0xc, 80), |l| {
+            l.positions = vec![LivePosition {
+                member_id: MemberId::new(0x9),
+                raft_index: Some(80),
+                revision: Some(70),
+            }]
+        });
+        let d = decide(&i);
+        assert_eq!(d.row, Row::RestoredBehind, "{}", d.reason);
+        assert!(d.reason.contains("older history"), "{}", d.reason);
+    }
+
+    #[test]
+    fn the_row_5_reason_names_only_the_sources_that_agree() {
+        let mut i = initialized(0xa, 0xc);
+        i.me.derived = Some(DerivedIds {
+            member_id: MemberId::new(0x1a),
+            cluster_id: ClusterId::new(0x1c),
+        });
+        i.operator = op(false, Some(0xa), Some(0xc));
+        let d = decide(&i);
+        assert_eq!(d.row, Row::Start, "{}", d.reason);
+        assert!(
+            !d.reason.contains(
+                "consistent with the directory's own membership, the IDs its flags derive"
+            ),
+            "{}",
+            d.reason
+        );
+        assert!(
+            d.reason
+                .contains("its flags derive member 000000000000001a"),
+            "{}",
+            d.reason
+        );
     }
 }

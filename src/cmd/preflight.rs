@@ -47,6 +47,8 @@ pub struct Config {
     timeout: Duration,
     verdict_file: Option<PathBuf>,
     termination_log: Option<PathBuf>,
+    /// The witness file read as a witness (`--witness-file`); `None`: none.
+    witness_file: Option<PathBuf>,
     /// How the directory's locks are probed: `Probe::Ofd` before etcd starts
     /// (see `Probe::Ofd`); `restore`, which writes, asks for `Probe::Thorough`.
     locks: Probe,
@@ -214,6 +216,14 @@ impl Config {
         cfg.etcd_version = a.etcd_version;
         cfg.etcd_flags = a.etcd_flags.flags();
         cfg.probe_etcd_version = true;
+        cfg.witness_file = a.witness_file.clone().or_else(|| {
+            // Where serve keeps it by default: beside the verdict file.
+            let verdict = a
+                .verdict_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_VERDICT_FILE));
+            Some(verdict.with_file_name("witness.json")).filter(|p| p.is_file())
+        });
         Ok(cfg)
     }
 
@@ -338,6 +348,9 @@ impl Config {
                 derived,
                 pod_uid: a.kube.pod_uid.clone().filter(|u| !u.trim().is_empty()),
                 token: Some(token.to_owned()).filter(|t| !t.is_empty()),
+                token_sha256: Some(token)
+                    .filter(|t| !t.is_empty())
+                    .map(crate::evidence::mark::token_sha256),
                 token_given: formation.given,
             },
             etcd,
@@ -356,6 +369,7 @@ impl Config {
             timeout: a.timeout,
             verdict_file,
             termination_log,
+            witness_file: None,
             locks: Probe::Ofd,
             etcd_version: None,
             probe_etcd_version: false,
@@ -438,6 +452,8 @@ pub struct PreflightReport {
     /// The node's boot (`/proc/sys/kernel/random/boot_id`): a verdict file that
     /// outlived a reboot in a kept emptyDir is not this start's either.
     pub boot_id: Option<String>,
+    /// What the sidecar holds this start to and records in the witnesses.
+    pub witness: crate::evidence::mark::WitnessTerms,
 }
 
 /// Runs `preflight`.
@@ -629,9 +645,11 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         live,
         operator,
         witness,
+        witness_file,
         live_entry,
         kube_entry,
         witness_entry,
+        witness_file_entry,
         etcd_image: _,
     } = gathered.unwrap_or_else(|| {
         let unused = |source| EvidenceEntry {
@@ -645,34 +663,91 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             live: Answer::NotConfigured,
             operator: Answer::NotConfigured,
             witness: Answer::NotConfigured,
+            witness_file: Ok(None),
             live_entry: unused(Source::Etcd),
             kube_entry: unused(Source::Kube),
             witness_entry: unused(Source::Witness),
+            witness_file_entry: None,
             etcd_image: None,
         }
     });
+    let (witness_file, file_warning) = match witness_file {
+        Ok(w) => (w, None),
+        Err(why) => (None, Some(why)),
+    };
 
-    let inputs = verdict::Inputs {
+    let mut inputs = verdict::Inputs {
         dir: dir_facts,
         me: cfg.me.clone(),
         live,
         operator,
         witness,
+        witness_file,
         hint_member_id: cfg.hint_member_id,
         hint_cluster_id: cfg.hint_cluster_id,
         allow_bootstrap_without_evidence: cfg.allow_bootstrap_without_evidence,
     };
+    let mut decided = verdict::decide(&inputs);
+    let mut live_entry = live_entry;
+    // A directory behind what this member reached may start only on the word
+    // of its cluster's leader and a majority (row 5d). The live wait ends at
+    // the first answer that lists this member started, which says nothing of
+    // a leader: ask again, this time until the leader and a majority of the
+    // directory's cluster answered (or the deadline).
+    let behind = matches!(decided.row, Row::RolledBack | Row::AppliedPastLog);
+    let authoritative = |live: &Answer<LiveFacts>| matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == dir.cluster_id());
+    if behind && cfg.etcd.is_some() && !authoritative(&inputs.live) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
+        let ids = dir.member_id().zip(dir.cluster_id());
+        let again = rt.block_on(ask_live(
+            cfg,
+            tokio::time::Instant::from_std(deadline),
+            Some(ids),
+            true,
+        ));
+        rt.shutdown_background();
+        inputs.live = again.0;
+        live_entry = again.1;
+        decided = verdict::decide(&inputs);
+    }
     let Decision {
         verdict,
         row,
         reason,
         remedy,
         mut warnings,
-    } = verdict::decide(&inputs);
+        floor,
+        rebase_witness,
+    } = decided;
     warnings.extend(version_warning);
+    warnings.extend(file_warning);
     for w in &warnings {
         tracing::warn!(warning = %w, "preflight");
     }
+    let witness_terms = crate::evidence::mark::WitnessTerms {
+        incarnation: crate::evidence::mark::Incarnation {
+            token_sha256: cfg.me.token_sha256.clone(),
+            cluster_uid: match &inputs.operator {
+                Answer::Answered(o) => o.cluster_uid.clone(),
+                _ => None,
+            },
+        },
+        floor: floor
+            .map(|(raft_index, source)| crate::evidence::mark::Floor { raft_index, source }),
+        rebase: rebase_witness,
+        seen_revision: inputs
+            .witness
+            .clone()
+            .into_option()
+            .flatten()
+            .iter()
+            .chain(inputs.witness_file.iter())
+            .filter_map(|w| w.revision)
+            .max(),
+    };
 
     let hinted = cfg.hint_member_id.is_some() || cfg.hint_cluster_id.is_some();
     let env_entry = EvidenceEntry {
@@ -710,7 +785,11 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
             "peer_urls": cfg.me.peer_urls,
             "seed_shape": cfg.me.self_only_initial_cluster,
         }),
-        evidence: vec![dir_entry, live_entry, kube_entry, env_entry, witness_entry],
+        evidence: [dir_entry, live_entry, kube_entry, env_entry, witness_entry]
+            .into_iter()
+            .chain(witness_file_entry)
+            .collect(),
+        witness: witness_terms,
         upgrade_check,
         data_dir: dir,
         elapsed_ms: started.elapsed().as_millis() as u64,
@@ -727,12 +806,113 @@ struct Gathered {
     live: Answer<LiveFacts>,
     operator: Answer<OperatorFacts>,
     witness: Answer<Option<WitnessFacts>>,
+    /// The witness file (`Err`: why it was not used).
+    witness_file: Result<Option<WitnessFacts>, String>,
     live_entry: EvidenceEntry,
     kube_entry: EvidenceEntry,
     witness_entry: EvidenceEntry,
+    witness_file_entry: Option<EvidenceEntry>,
     /// The image of this Pod's etcd container (`None`: `--kube` is off, or the
     /// directory has no WAL).
     etcd_image: Option<Result<Option<String>, String>>,
+}
+
+/// Asks the live cluster. `wait_for_leader`: no answer ends the wait early;
+/// it lasts until the leader and a majority of the directory's cluster (or
+/// every endpoint) answered, or the deadline — what a directory behind its
+/// mark needs (rows 5d, 6e, 6f), where the first answer that lists the member
+/// is not enough.
+async fn ask_live(
+    cfg: &Config,
+    deadline: tokio::time::Instant,
+    wal: Option<Option<(MemberId, ClusterId)>>,
+    wait_for_leader: bool,
+) -> (Answer<LiveFacts>, EvidenceEntry) {
+    let t = Instant::now();
+    let Some(conn) = &cfg.etcd else {
+        return (
+            Answer::NotConfigured,
+            not_configured(Source::Etcd, "ETCD_PEER_ENDPOINTS is not set"),
+        );
+    };
+    // An answer showing this member started settles the question:
+    // nothing unstarts a member. For an empty directory only the
+    // leader's answer does, the most current view (a lagging member may
+    // still list the previous incarnation of a removed and re-added
+    // member as started). A directory with a WAL needs the live list only
+    // to corroborate its IDs: an answer of the directory's own cluster
+    // listing the directory's member started does, so a leaderless
+    // cluster with a black-holed peer cannot hold a restart to the
+    // deadline — and endpoints that also reach another cluster cannot
+    // decide by the luck of which answers first.
+    let me = &cfg.me;
+    let is_me = |m: &live_src::LiveMember| {
+        m.started
+            && (me.name.as_deref() == Some(m.member.name.as_str())
+                || m.member.peer_urls.iter().any(|u| me.has_peer_url(u)))
+    };
+    let started_here = |view: &live_src::LiveCluster| match wal {
+        None => view.leader == Some(view.responder_member_id) && view.members.iter().any(is_me),
+        Some(Some((member, cluster))) => {
+            view.cluster_id == cluster
+                && view
+                    .members
+                    .iter()
+                    .any(|m| m.member.id == member && is_me(m))
+        }
+        // A WAL whose first records could not be read: the full read
+        // decides (corrupt or unreadable); nothing settles early.
+        Some(None) => false,
+    };
+    let own_cluster = match wal {
+        Some(Some((_, cluster))) => Some(cluster),
+        _ => None,
+    };
+    let settled = |view: &live_src::LiveCluster| !wait_for_leader && started_here(view);
+    match live_src::probe_until(conn, deadline, own_cluster, settled).await {
+        Ok(l) => {
+            let facts = LiveFacts {
+                cluster_id: l.cluster_id,
+                members: l
+                    .members
+                    .iter()
+                    .map(|m| LiveMemberFacts {
+                        id: m.member.id,
+                        name: m.member.name.clone(),
+                        peer_urls: m
+                            .member
+                            .peer_urls
+                            .iter()
+                            .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
+                            .collect(),
+                        started: m.started,
+                        is_learner: m.member.is_learner,
+                    })
+                    .collect(),
+                other_cluster_ids: l.other_cluster_ids.clone(),
+                majority_heard: l.majority_heard,
+                leader_heard: l.leader_heard,
+                raft_term: l.raft_term,
+                leader_raft_index: l.leader_raft_index,
+                positions: l
+                    .positions
+                    .iter()
+                    .map(|p| verdict::LivePosition {
+                        member_id: p.member_id,
+                        raft_index: p.raft_index,
+                        revision: p.revision,
+                    })
+                    .collect(),
+            };
+            answered(
+                Source::Etcd,
+                facts,
+                serde_json::to_value(&l).unwrap_or_default(),
+                t,
+            )
+        }
+        Err(e) => unanswered(Source::Etcd, &e, t),
+    }
 }
 
 /// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
@@ -743,81 +923,7 @@ async fn gather(
     wal: Option<Option<(MemberId, ClusterId)>>,
 ) -> Gathered {
     let deadline = tokio::time::Instant::from_std(deadline);
-    let live = async {
-        let t = Instant::now();
-        let Some(conn) = &cfg.etcd else {
-            return (
-                Answer::NotConfigured,
-                not_configured(Source::Etcd, "ETCD_PEER_ENDPOINTS is not set"),
-            );
-        };
-        // An answer showing this member started settles the question:
-        // nothing unstarts a member. For an empty directory only the
-        // leader's answer does, the most current view (a lagging member may
-        // still list the previous incarnation of a removed and re-added
-        // member as started). A directory with a WAL needs the live list only
-        // to corroborate its IDs: an answer of the directory's own cluster
-        // listing the directory's member started does, so a leaderless
-        // cluster with a black-holed peer cannot hold a restart to the
-        // deadline — and endpoints that also reach another cluster cannot
-        // decide by the luck of which answers first.
-        let me = &cfg.me;
-        let is_me = |m: &live_src::LiveMember| {
-            m.started
-                && (me.name.as_deref() == Some(m.member.name.as_str())
-                    || m.member.peer_urls.iter().any(|u| me.has_peer_url(u)))
-        };
-        let started_here = |view: &live_src::LiveCluster| match wal {
-            None => view.leader == Some(view.responder_member_id) && view.members.iter().any(is_me),
-            Some(Some((member, cluster))) => {
-                view.cluster_id == cluster
-                    && view
-                        .members
-                        .iter()
-                        .any(|m| m.member.id == member && is_me(m))
-            }
-            // A WAL whose first records could not be read: the full read
-            // decides (corrupt or unreadable); nothing settles early.
-            Some(None) => false,
-        };
-        let own_cluster = match wal {
-            Some(Some((_, cluster))) => Some(cluster),
-            _ => None,
-        };
-        match live_src::probe_until(conn, deadline, own_cluster, started_here).await {
-            Ok(l) => {
-                let facts = LiveFacts {
-                    cluster_id: l.cluster_id,
-                    members: l
-                        .members
-                        .iter()
-                        .map(|m| LiveMemberFacts {
-                            id: m.member.id,
-                            name: m.member.name.clone(),
-                            peer_urls: m
-                                .member
-                                .peer_urls
-                                .iter()
-                                .map(|u| ids::normalize_url(u).unwrap_or_else(|_| u.clone()))
-                                .collect(),
-                            started: m.started,
-                        })
-                        .collect(),
-                    other_cluster_ids: l.other_cluster_ids.clone(),
-                    majority_heard: l.majority_heard,
-                    leader_heard: l.leader_heard,
-                    raft_term: l.raft_term,
-                };
-                answered(
-                    Source::Etcd,
-                    facts,
-                    serde_json::to_value(&l).unwrap_or_default(),
-                    t,
-                )
-            }
-            Err(e) => unanswered(Source::Etcd, &e, t),
-        }
-    };
+    let live = ask_live(cfg, deadline, wal, false);
     let operator = async {
         let t = Instant::now();
         let Some(target) = &cfg.kube else {
@@ -845,7 +951,7 @@ async fn gather(
                             deadline,
                         )
                         .await;
-                        witness_evidence(read, t)
+                        witness_evidence(read, &target.namespace, t)
                     },
                     async {
                         match wal {
@@ -890,6 +996,7 @@ async fn gather(
                         .cluster_token
                         .clone()
                         .or_else(|| rec.member.cluster_token.clone()),
+                    cluster_uid: rec.cluster.uid.clone(),
                 };
                 answered(
                     Source::Kube,
@@ -902,15 +1009,41 @@ async fn gather(
         };
         (records, witness, image)
     };
-    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry), etcd_image)) =
-        tokio::join!(live, operator);
+    let file = async {
+        let path = cfg.witness_file.clone()?;
+        let t = Instant::now();
+        // Off the runtime and bounded: the file lives on another volume, which
+        // may hang like any other.
+        let reading = tokio::task::spawn_blocking({
+            let path = path.clone();
+            move || crate::evidence::mark::read_file(&path).map_err(|e| e.to_string())
+        });
+        let read = match tokio::time::timeout_at(deadline, reading).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(join)) => Err(format!("reading {} failed: {join}", path.display())),
+            Err(_) => Err(format!(
+                "reading {} did not finish before the deadline",
+                path.display()
+            )),
+        };
+        Some(witness_file_evidence(&path, read, t))
+    };
+    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry), etcd_image), file) =
+        tokio::join!(live, operator, file);
+    let (witness_file, witness_file_entry) = match file {
+        None => (Ok(None), None),
+        Some((facts, entry, None)) => (Ok(facts), Some(entry)),
+        Some((_, entry, Some(why))) => (Err(why), Some(entry)),
+    };
     Gathered {
         live,
         operator,
         witness,
+        witness_file,
         live_entry,
         kube_entry,
         witness_entry,
+        witness_file_entry,
         etcd_image,
     }
 }
@@ -921,15 +1054,21 @@ fn witness_evidence(
         Option<witness_src::WitnessRecord>,
         crate::evidence::client::ApiError<witness_src::LeaseKind>,
     >,
+    namespace: &str,
     since: Instant,
 ) -> (Answer<Option<WitnessFacts>>, EvidenceEntry) {
     match read {
         Ok(rec) => {
             let facts = rec.as_ref().map(|r| WitnessFacts {
-                name: r.name.clone(),
+                name: format!("the witness Lease {}", r.name),
+                clear: format!("kubectl -n {namespace} delete lease {}", r.name),
                 member_id: r.member_id,
                 cluster_id: r.cluster_id,
                 raft_index: r.raft_index,
+                raft_term: r.raft_term,
+                revision: r.revision,
+                durable: r.format.is_some_and(|f| f >= crate::evidence::mark::FORMAT),
+                incarnation: r.incarnation.clone(),
                 pod_uid: r.pod_uid.clone(),
             });
             for problem in rec.iter().flat_map(|r| &r.problems) {
@@ -946,6 +1085,52 @@ fn witness_evidence(
             )
         }
         Err(e) => unanswered(Source::Witness, &e, since),
+    }
+}
+
+/// The witness file as evidence: a file that is absent says nothing; one that
+/// cannot be read or parsed is a warning, never a refusal (it is this Pod's or
+/// this host's own bookkeeping).
+fn witness_file_evidence(
+    path: &Path,
+    read: Result<Option<crate::evidence::mark::FileMark>, String>,
+    since: Instant,
+) -> (Option<WitnessFacts>, EvidenceEntry, Option<String>) {
+    match read {
+        Ok(found) => {
+            let facts = found.as_ref().map(|f| WitnessFacts {
+                name: format!("the witness file {}", path.display()),
+                clear: format!("rm {}", path.display()),
+                member_id: Some(f.mark.member_id),
+                cluster_id: Some(f.mark.cluster_id),
+                raft_index: Some(f.mark.position.raft_index),
+                raft_term: Some(f.mark.position.raft_term),
+                revision: f.mark.position.revision,
+                durable: f.mark.durable,
+                incarnation: f.mark.incarnation.clone(),
+                pod_uid: None,
+            });
+            let said = match &found {
+                Some(f) => json!({
+                    "exists": true,
+                    "path": path,
+                    "member_id": f.mark.member_id.to_string(),
+                    "cluster_id": f.mark.cluster_id.to_string(),
+                    "position": f.mark.position,
+                    "incarnation": f.mark.incarnation,
+                    "durable": f.mark.durable,
+                    "regressed_to": f.regressed_to,
+                }),
+                None => json!({"exists": false, "path": path}),
+            };
+            let (_, entry) = answered(Source::WitnessFile, (), said, since);
+            (facts, entry, None)
+        }
+        Err(why) => {
+            let warning = format!("{why}: the witness file was not used");
+            let entry = no_answer(Source::WitnessFile, why, since);
+            (None, entry, Some(warning))
+        }
     }
 }
 
@@ -1056,6 +1241,16 @@ fn dir_facts(dir: &Inspection, upgrade: Option<upgrade::UpgradeCheck>) -> DirFac
             added_with_peer_urls: m.added_with_peer_urls.clone(),
             formation: m.formation.clone(),
             term: m.log.hard_state.term,
+            log_end_index: m.log.last_index.max(m.snapshot.index),
+            log_end_term: if m.snapshot.index > m.log.last_index {
+                m.snapshot.term
+            } else {
+                m.log.last_term
+            },
+            applied_index: m.backend().and_then(|b| b.consistent_index),
+            applied_term: m.backend().and_then(|b| b.term),
+            revision: m.backend().and_then(|b| b.revision),
+            restored: m.restored,
             upgrade,
         })),
         DirState::Partial(f) => Dir::Partial(problem(f)),
@@ -1133,6 +1328,7 @@ mod tests {
             decided_at_unix: 0,
             pod_uid: None,
             boot_id: None,
+            witness: Default::default(),
         };
         let msg = termination_message(&report);
         assert!(

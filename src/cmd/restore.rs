@@ -46,6 +46,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::preflight::{self, EvidenceEntry};
+use crate::cli::BumpRevision;
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::bbolt::BoltError;
 use crate::disk::ids::{self, ClusterId, MemberId};
@@ -154,7 +155,7 @@ struct Plan {
     expected: Expected,
     source: SourcePlan,
     skip_hash_check: bool,
-    bump_revision: u64,
+    bump_revision: BumpRevision,
     mark_compacted: bool,
     etcdutl_path: Option<PathBuf>,
     download_timeout: Duration,
@@ -287,11 +288,13 @@ impl Plan {
                 own.join(",")
             )));
         }
-        // etcdutl's own rule: both or neither.
-        if a.mark_compacted != (a.bump_revision > 0) {
-            return Err(usage(
-                "--bump-revision N (N > 0) and --mark-compacted go together: etcdutl refuses one without the other",
-            ));
+        // etcdutl's own rule: both or neither (`auto` decides both).
+        if let BumpRevision::By(n) = a.bump_revision {
+            if a.mark_compacted != (n > 0) {
+                return Err(usage(
+                    "--bump-revision N (N > 0) and --mark-compacted go together: etcdutl refuses one without the other",
+                ));
+            }
         }
         for (what, d) in [
             ("--download-timeout", a.download_timeout),
@@ -660,6 +663,8 @@ enum Refusal {
     Running,
     /// The etcd version about to start would refuse the directory.
     Version,
+    /// The directory's log went backwards.
+    RolledBack,
     /// The directory cannot be read.
     Unreadable,
 }
@@ -728,6 +733,7 @@ impl Halt {
                 Refusal::Partial => Exit::RefusePartial,
                 Refusal::Running => Exit::RefuseRunning,
                 Refusal::Version => Exit::RefuseVersion,
+                Refusal::RolledBack => Exit::RefuseRolledBack,
                 Refusal::Unreadable => Exit::Unreadable,
             },
             Halt::NotThisRestore { .. } => Exit::RefuseForeign,
@@ -765,6 +771,7 @@ impl Halt {
                 Refusal::Partial => "refuse-partial",
                 Refusal::Running => "refuse-running",
                 Refusal::Version => "refuse-version",
+                Refusal::RolledBack => "refuse-rolled-back",
                 Refusal::Unreadable => "unreadable",
             },
             Halt::NotThisRestore { .. } => "refuse-foreign",
@@ -829,6 +836,20 @@ enum Gate {
     Refuse(Refusal),
 }
 
+/// Headroom above the witness's revision for writes after its last renewal.
+const AUTO_BUMP_MARGIN: u64 = 1_000_000;
+
+/// The bump that puts a snapshot at revision `snapshot` above `seen` (what a
+/// witness recorded), with [`AUTO_BUMP_MARGIN`]; 0 without a witness.
+fn auto_bump(seen: Option<i64>, snapshot: i64) -> u64 {
+    match seen {
+        Some(seen) => u64::try_from(seen.saturating_sub(snapshot))
+            .unwrap_or(0)
+            .saturating_add(AUTO_BUMP_MARGIN),
+        None => 0,
+    }
+}
+
 /// Maps preflight's verdict (and which sources answered) to the restore gate.
 fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gate {
     match verdict {
@@ -846,6 +867,7 @@ fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gat
         Verdict::RefusePartial => Gate::Refuse(Refusal::Partial),
         Verdict::RefuseRunning => Gate::Refuse(Refusal::Running),
         Verdict::RefuseVersion => Gate::Refuse(Refusal::Version),
+        Verdict::RefuseRolledBack => Gate::Refuse(Refusal::RolledBack),
         Verdict::Unreadable => Gate::Refuse(Refusal::Unreadable),
     }
 }
@@ -964,7 +986,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
 
     // 2. The tool, before any byte moves.
     let tool = tool::find(p.etcdutl_path.as_deref()).map_err(Halt::ToolMissing)?;
-    if p.bump_revision > 0 {
+    if matches!(p.bump_revision, BumpRevision::By(n) if n > 0) {
         tool.supports_bump_revision()
             .map_err(Halt::ToolUnsupported)?;
     }
@@ -997,6 +1019,27 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         snapshot: snapshot_content,
         data_dir: None,
     });
+    // `--bump-revision auto`: above what this member's witness saw.
+    let (bump_revision, mark_compacted) = match p.bump_revision {
+        BumpRevision::By(n) => (n, p.mark_compacted),
+        BumpRevision::Auto => {
+            let n = auto_bump(pre.witness.seen_revision, snapshot_content.revision);
+            match pre.witness.seen_revision {
+                Some(seen) => r.notes.push(format!(
+                    "--bump-revision auto: the witness recorded revision {seen}, the snapshot is at {}: bumping by {n}",
+                    snapshot_content.revision
+                )),
+                None => r.notes.push(
+                    "--bump-revision auto: no witness of this member recorded a revision: no bump".into(),
+                ),
+            }
+            if n > 0 {
+                tool.supports_bump_revision()
+                    .map_err(|e| cleanup(Halt::ToolUnsupported(e)))?;
+            }
+            (n, n > 0)
+        }
+    };
 
     // 7. The tool.
     let t = Instant::now();
@@ -1009,8 +1052,8 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         token: &p.token,
         peer_urls: &p.peer_urls,
         skip_hash_check,
-        bump_revision: p.bump_revision,
-        mark_compacted: p.mark_compacted,
+        bump_revision,
+        mark_compacted,
     };
     let tool_elapsed = tool.restore(&req, p.tool_timeout).map_err(|e| {
         cleanup(if e.is_no_space() {
@@ -1037,7 +1080,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         }
     }
     let staged_db = restored.join("member").join("snap").join("db");
-    match verify::check_content(&staged_db, &snapshot_content, p.bump_revision) {
+    match verify::check_content(&staged_db, &snapshot_content, bump_revision) {
         Ok(found) => {
             if let Some(c) = r.content.as_mut() {
                 c.data_dir = Some(found);
@@ -1667,5 +1710,17 @@ mod tests {
         assert!(msg.len() <= output::TERMINATION_MESSAGE_MAX);
         let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
         assert_eq!(v["verdict"], "usage-error");
+    }
+
+    #[test]
+    fn auto_bump_puts_the_snapshot_above_what_the_witness_saw() {
+        assert_eq!(auto_bump(None, 40), 0);
+        assert_eq!(auto_bump(Some(55), 40), 15 + AUTO_BUMP_MARGIN);
+        // A snapshot newer than the witness's last renewal: the margin alone.
+        assert_eq!(auto_bump(Some(30), 40), AUTO_BUMP_MARGIN);
+        assert_eq!(
+            auto_bump(Some(i64::MAX), i64::MIN),
+            i64::MAX as u64 + AUTO_BUMP_MARGIN
+        );
     }
 }

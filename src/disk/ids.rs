@@ -233,6 +233,74 @@ etcd_id! {
     ClusterId
 }
 
+/// What tells one incarnation of a cluster of the same names from another.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Incarnation {
+    /// SHA-256 (lowercase hex) of the token etcd hashed the founders' IDs
+    /// with: `--initial-cluster-token` as given (etcd's default
+    /// `etcd-cluster` when unset), or the discovery URL or token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
+    /// `metadata.uid` of the operator's `EtcdCluster`, where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_uid: Option<String>,
+}
+
+impl Incarnation {
+    /// The incarnation of a member formed with `token` under the `EtcdCluster`
+    /// of UID `cluster_uid`.
+    pub fn new(token: Option<&str>, cluster_uid: Option<&str>) -> Incarnation {
+        Incarnation {
+            token_sha256: token.map(token_sha256),
+            cluster_uid: cluster_uid
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned),
+        }
+    }
+
+    /// Neither fact is known.
+    pub fn is_unknown(&self) -> bool {
+        self.token_sha256.is_none() && self.cluster_uid.is_none()
+    }
+
+    /// Why `other` belongs to another incarnation than `self`, when a fact both
+    /// know differs; `None` when they agree on every fact both know (or share
+    /// none).
+    pub fn differs_from(&self, other: &Incarnation) -> Option<&'static str> {
+        let differ =
+            |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a != b);
+        if differ(&self.cluster_uid, &other.cluster_uid) {
+            Some("another EtcdCluster (its metadata.uid differs)")
+        } else if differ(&self.token_sha256, &other.token_sha256) {
+            Some("a cluster formed with another token")
+        } else {
+            None
+        }
+    }
+
+    /// Both facts that are known agree, and at least one is known on each side.
+    pub fn same_as(&self, other: &Incarnation) -> bool {
+        let agree =
+            |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a == b);
+        self.differs_from(other).is_none()
+            && (agree(&self.token_sha256, &other.token_sha256)
+                || agree(&self.cluster_uid, &other.cluster_uid))
+    }
+}
+
+/// The SHA-256 of a cluster token, as witnesses record it (the token itself
+/// is not written: it is not secret to etcd, but nothing needs it in clear).
+pub fn token_sha256(token: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
 /// A string that should have been an etcd ID (member or cluster) and is not.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{value:?} is not an etcd ID (1 to 16 hex digits, not all zero)")]

@@ -220,6 +220,14 @@ pub struct Initialized {
     /// cluster was formed with can be checked against this member's flags,
     /// whatever its own ID (a member added later has a random one).
     pub formation: Vec<FoundingMember>,
+    /// The directory was made by `snapshot restore` (etcdutl, or etcdctl before
+    /// 3.6) and its backend holds that snapshot's data: the WAL begins with the
+    /// founding members' `AddNode` entries at 1..n of term 1 and a snapshot
+    /// record at (n, 1), which a first start never writes (its first election
+    /// raises the term before any snapshot), and the backend is past revision 1
+    /// although its log applied nothing but those entries. Its data did not come
+    /// from its log: entries of another history must never be applied on it.
+    pub restored: bool,
     /// The v2 requests etcd replays from the WAL when it starts (after the start
     /// snapshot): what 3.6 and 3.7 refuse (see [`super::v2req`]).
     pub v2_replay: V2Replay,
@@ -263,6 +271,7 @@ impl Initialized {
             added_with_peer_urls: None,
             empty_log: false,
             formation: Vec::new(),
+            restored: false,
             v2_replay: V2Replay::default(),
             snap_cluster_version: None,
             snap_member_roles: Vec::new(),
@@ -578,6 +587,7 @@ struct Flat<'a> {
     added_with_peer_urls: Option<&'a [String]>,
     empty_log: bool,
     formation: &'a [FoundingMember],
+    restored: bool,
     v2_replay: Option<&'a V2Replay>,
     snap_cluster_version: Option<&'a str>,
     v2_custom: &'a [String],
@@ -618,6 +628,7 @@ impl Serialize for Inspection {
             added_with_peer_urls: m.and_then(|m| m.added_with_peer_urls.as_deref()),
             empty_log: m.is_some_and(|m| m.empty_log),
             formation: m.map_or(&[], |m| &m.formation),
+            restored: m.is_some_and(|m| m.restored),
             v2_replay: m.map(|m| &m.v2_replay),
             snap_cluster_version: m.and_then(|m| m.snap_cluster_version.as_deref()),
             v2_custom: m.map_or(&[], |m| &m.v2_custom),
@@ -1180,11 +1191,19 @@ pub fn inspect(paths: &Paths, opts: Options) -> Inspection {
     let learner_flag_stale = summary
         .map(|b| stale_learner_flags(&wal, snap_file.as_ref(), b))
         .unwrap_or_default();
+    let formation = formation(&wal);
+    let restored = !formation.is_empty()
+        && wal
+            .snapshots
+            .iter()
+            .any(|s| s.index == formation.len() as u64 && s.term == 1)
+        && summary.is_some_and(|b| b.revision.unwrap_or(0) > 1);
     let member = Initialized {
         self_removed: removed.contains(&wal.member_id),
         removed_ids: removed,
         added_with_peer_urls,
-        formation: formation(&wal),
+        formation,
+        restored,
         empty_log: wal.last_index == 0
             && wal.snapshots.iter().all(|s| s.index == 0)
             && snapshot.index == 0,
@@ -1511,7 +1530,7 @@ mod tests {
             .map(|i| json(i).keys().cloned().collect())
             .collect();
         assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
-        assert_eq!(keys[0].len(), 30);
+        assert_eq!(keys[0].len(), 31);
         let state = |i: &Inspection| json(i)["state"].clone();
         assert_eq!(
             all.map(state),

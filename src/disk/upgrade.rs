@@ -917,6 +917,7 @@ mod tests {
             cluster_version: None,
             downgrade: None,
             alarms: Vec::new(),
+            revision: None,
         }
     }
 

@@ -141,6 +141,26 @@ pub struct LiveCluster {
     /// One of the answers came from the member that leads (it reports itself
     /// as the leader): the most current view of the membership there is.
     pub leader_heard: bool,
+    /// Responder's MVCC revision (`Status` header); `None` when `Status` did not answer.
+    pub revision: Option<i64>,
+    /// Where each member of the freshest answer's cluster that answered
+    /// stood (its `Status`).
+    pub positions: Vec<AnswerPosition>,
+    /// The commit index of the leader, when it answered.
+    pub leader_raft_index: Option<u64>,
+}
+
+/// Where one answering member stood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AnswerPosition {
+    /// The member that answered.
+    pub member_id: MemberId,
+    /// Its raft (commit) index.
+    pub raft_index: Option<u64>,
+    /// Its MVCC revision.
+    pub revision: Option<i64>,
+    /// It reported itself as the leader.
+    pub leader: bool,
 }
 
 impl LiveCluster {
@@ -419,6 +439,21 @@ fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
     base.other_cluster_ids = others;
     base.majority_heard = majority;
     base.leader_heard = leader;
+    base.positions = own
+        .iter()
+        .map(|a| AnswerPosition {
+            member_id: a.responder_member_id,
+            raft_index: a.raft_index,
+            revision: a.revision,
+            leader: a.leader == Some(a.responder_member_id),
+        })
+        .collect();
+    base.leader_raft_index = base
+        .positions
+        .iter()
+        .filter(|p| p.leader)
+        .filter_map(|p| p.raft_index)
+        .max();
     base
 }
 
@@ -558,6 +593,12 @@ async fn probe_endpoint(
         other_cluster_ids: Vec::new(),
         majority_heard: false,
         leader_heard: false,
+        revision: status
+            .as_ref()
+            .and_then(|s| s.header())
+            .map(|h| h.revision()),
+        positions: Vec::new(),
+        leader_raft_index: None,
     })
 }
 
@@ -708,6 +749,9 @@ mod tests {
             other_cluster_ids: vec![ClusterId::new(0xc2)],
             majority_heard: true,
             leader_heard: false,
+            revision: Some(7),
+            positions: Vec::new(),
+            leader_raft_index: None,
         };
         let v = serde_json::to_value(&cluster).unwrap_or_default();
         assert_eq!(v["cluster_id"], "cdf818194e3a8c32");
@@ -744,6 +788,9 @@ mod tests {
             other_cluster_ids: Vec::new(),
             majority_heard: false,
             leader_heard: false,
+            revision: applied.map(|a| a as i64),
+            positions: Vec::new(),
+            leader_raft_index: None,
         }
     }
 

@@ -114,6 +114,9 @@ pub struct EtcdClusterRecord {
     pub cluster_token: Option<String>,
     /// `spec.replicas` (0 pauses the cluster); `None` when absent.
     pub replicas: Option<i64>,
+    /// `metadata.uid`: this incarnation of the cluster (a cluster deleted and
+    /// created again under the same name gets a new one).
+    pub uid: Option<String>,
 }
 
 /// Both records, as read in one [`fetch`].
@@ -283,6 +286,7 @@ pub fn parse_cluster(name: &str, doc: &Value) -> Result<EtcdClusterRecord, KubeE
         cluster_id: f.etcd_id("status.clusterID", ClusterId::parse_recorded)?,
         cluster_token: f.non_empty_string("status.clusterToken")?,
         replicas: f.int("spec.replicas")?,
+        uid: f.non_empty_string("metadata.uid")?,
     })
 }
 
@@ -534,6 +538,7 @@ mod tests {
             cluster_id: Some(ClusterId::new(0x769f1c9e0d723d0b)),
             cluster_token: None,
             replicas: Some(3),
+            uid: Some("0c5e".into()),
         };
         let v = serde_json::to_value(&rec).unwrap_or_default();
         assert_eq!(v["cluster_id"], "769f1c9e0d723d0b");

@@ -18,7 +18,11 @@
 //! the Pod's name, `renewTime` the last renewal, `leaseDurationSeconds` three
 //! renewal periods (a Lease not renewed within it is a stale witness: its
 //! sidecar is gone). The facts are annotations ([`MEMBER_ID`], [`CLUSTER_ID`],
-//! [`RAFT_TERM`], [`RAFT_INDEX`], [`POD_UID`]), IDs as 16-digit hex.
+//! [`RAFT_TERM`], [`RAFT_INDEX`], [`REVISION`], [`POD_UID`], and the
+//! incarnation: [`TOKEN_SHA256`], [`CLUSTER_UID`]), IDs as 16-digit hex,
+//! [`FORMAT`] `2` when the position is one proven durable (`evidence::mark`).
+//! A Lease without [`FORMAT`] was written by an earlier sidecar: its index is
+//! the in-memory commit and it names no incarnation.
 //!
 //! Nothing here decides: a Lease that cannot be parsed is reported with what
 //! is wrong with it ([`WitnessRecord::problems`]); what its existence means is
@@ -32,6 +36,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::client::{call, call_verb, ApiError, ApiKind};
+use super::mark::{Incarnation, Mark, Position, FORMAT as MARK_FORMAT};
 use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 
 /// The annotations' common prefix.
@@ -46,10 +51,20 @@ pub const RAFT_TERM: &str = "etcd-member-agent.cozystack.io/raft-term";
 pub const RAFT_INDEX: &str = "etcd-member-agent.cozystack.io/raft-index";
 /// The UID of the Pod whose sidecar last wrote the Lease.
 pub const POD_UID: &str = "etcd-member-agent.cozystack.io/pod-uid";
+/// The MVCC revision at [`RAFT_INDEX`].
+pub const REVISION: &str = "etcd-member-agent.cozystack.io/revision";
+/// SHA-256 of the token etcd formed the cluster with (`evidence::mark::Incarnation`).
+pub const TOKEN_SHA256: &str = "etcd-member-agent.cozystack.io/token-sha256";
+/// `metadata.uid` of the operator's `EtcdCluster`.
+pub const CLUSTER_UID: &str = "etcd-member-agent.cozystack.io/cluster-uid";
+/// The format of the facts (`evidence::mark::FORMAT`); absent before it.
+pub const FORMAT: &str = "etcd-member-agent.cozystack.io/format";
 
 /// The Lease of member `member`: `etcd-witness-<member>`. One Lease per member
-/// name; the operator's member names (`<cluster>-<random>`) are never reused,
-/// so a new member never inherits an old witness.
+/// name. The operator's member names (`<cluster>-<random>`) are never reused,
+/// but a StatefulSet's are (`etcd-0` in every incarnation), and a Lease
+/// outlives the cluster that wrote it: the incarnation annotations tell whose
+/// it is.
 pub fn lease_name(member: &str) -> String {
     format!("etcd-witness-{member}")
 }
@@ -93,6 +108,12 @@ pub struct WitnessRecord {
     pub raft_term: Option<u64>,
     /// The raft index annotation (the high-water mark).
     pub raft_index: Option<u64>,
+    /// The revision annotation.
+    pub revision: Option<i64>,
+    /// The incarnation annotations.
+    pub incarnation: Incarnation,
+    /// The format annotation (`None`: written by an earlier sidecar).
+    pub format: Option<u32>,
     /// The Pod UID annotation.
     pub pod_uid: Option<String>,
     /// `spec.renewTime`, RFC 3339.
@@ -102,6 +123,23 @@ pub struct WitnessRecord {
     pub problems: Vec<String>,
 }
 
+impl WitnessRecord {
+    /// The mark, when the Lease records IDs and a position that can be read.
+    pub fn mark(&self) -> Option<Mark> {
+        Some(Mark {
+            member_id: self.member_id?,
+            cluster_id: self.cluster_id?,
+            position: Position {
+                raft_index: self.raft_index?,
+                raft_term: self.raft_term.unwrap_or_default(),
+                revision: self.revision,
+            },
+            incarnation: self.incarnation.clone(),
+            durable: self.format.is_some_and(|f| f >= MARK_FORMAT),
+        })
+    }
+}
+
 /// What `serve` saw and writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -109,10 +147,16 @@ pub struct Observed {
     pub member_id: MemberId,
     /// Its cluster's ID.
     pub cluster_id: ClusterId,
-    /// Its raft term.
-    pub raft_term: u64,
-    /// Its raft index.
-    pub raft_index: u64,
+    /// The newest position proven on its disk (`evidence::mark::DurableTracker`);
+    /// `None` until one is: the Lease is written anyway (its existence is the
+    /// evidence that the member started), with index 0.
+    pub position: Option<Position>,
+    /// The incarnation this Pod start's verdict names (unknown without one).
+    pub incarnation: Incarnation,
+    /// The position recorded in the Lease is replaced, not raised: this Pod
+    /// start's verdict found the old one belongs to another history (a restore
+    /// bumped above it).
+    pub rebase: bool,
     /// This Pod's name (the holder).
     pub pod_name: String,
     /// This Pod's UID, when known.
@@ -212,6 +256,30 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
     };
     let raft_term = number(RAFT_TERM, term);
     let raft_index = number(RAFT_INDEX, index);
+    let optional = |key: &str| {
+        annotations
+            .get(key)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let mut revision = None;
+    if let Some(v) = optional(REVISION) {
+        match v.parse::<i64>() {
+            Ok(n) => revision = Some(n),
+            Err(e) => problems.push(format!("annotation {REVISION}: {v:?} is not a number: {e}")),
+        }
+    }
+    let mut format = None;
+    if let Some(v) = optional(FORMAT) {
+        match v.parse::<u32>() {
+            Ok(n) => format = Some(n),
+            Err(e) => problems.push(format!("annotation {FORMAT}: {v:?} is not a number: {e}")),
+        }
+    }
+    let incarnation = Incarnation {
+        token_sha256: optional(TOKEN_SHA256).map(str::to_ascii_lowercase),
+        cluster_uid: optional(CLUSTER_UID).map(str::to_owned),
+    };
     let spec = lease.spec.as_ref();
     WitnessRecord {
         name: lease.metadata.name.clone().unwrap_or_default(),
@@ -220,6 +288,9 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
         cluster_id,
         raft_term,
         raft_index,
+        revision,
+        incarnation,
+        format,
         pod_uid,
         renew_time: spec
             .and_then(|s| s.renew_time.as_ref())
@@ -229,11 +300,14 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
 }
 
 /// Creates or renews the witness of `member` with what `serve` observed, by
-/// `deadline`. Under the same IDs the mark only rises (the higher of the
-/// Lease's and the observed index, with its term). A Lease recording other
-/// IDs is replaced only when `overwrite` (the member is consistent with its
-/// expected identity, which changed); otherwise it is left untouched.
-/// `duration_secs` is written as `leaseDurationSeconds`.
+/// `deadline`. The recorded position only rises while it is a mark of the same
+/// history: the same IDs, the same incarnation (as far as both know it), a
+/// mark in [`MARK_FORMAT`] and no `rebase`; otherwise it is replaced by the
+/// observed one (an earlier sidecar's in-memory index is not kept as if it
+/// were proven). A Lease recording other IDs is replaced only when
+/// `overwrite` (the member is consistent with its expected identity, which
+/// changed); otherwise it is left untouched. `duration_secs` is written as
+/// `leaseDurationSeconds`.
 #[tracing::instrument(level = "debug", skip(client, seen, deadline))]
 pub async fn write(
     client: &Client,
@@ -262,7 +336,7 @@ pub async fn write(
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect(),
                 ),
-                annotations: Some(annotations(seen, seen.raft_index, seen.raft_term)),
+                annotations: Some(annotations(seen, seen.position.unwrap_or_default())),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -286,15 +360,10 @@ pub async fn write(
     if !same_ids && !overwrite {
         return Ok(Written::Contradicts(before));
     }
-    let (index, term) = match (same_ids, before.raft_index) {
-        (true, Some(mark)) if mark > seen.raft_index => {
-            (mark, before.raft_term.unwrap_or(seen.raft_term))
-        }
-        _ => (seen.raft_index, seen.raft_term),
-    };
+    let position = next_position(&before, seen);
     let mut kept = lease.metadata.annotations.take().unwrap_or_default();
     kept.retain(|k, _| !k.starts_with(PREFIX));
-    kept.extend(annotations(seen, index, term));
+    kept.extend(annotations(seen, position));
     lease.metadata.annotations = Some(kept);
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     if spec.holder_identity.as_deref() != Some(seen.pod_name.as_str()) {
@@ -313,16 +382,38 @@ pub async fn write(
     Ok(Written::Renewed(parse(&renewed)))
 }
 
-fn annotations(
-    seen: &Observed,
-    index: u64,
-    term: u64,
-) -> std::collections::BTreeMap<String, String> {
+/// The position a renewal records: the higher of the Lease's and the observed
+/// one while both are marks of the same history, else the observed one (or
+/// 0 while nothing is proven yet).
+fn next_position(before: &WitnessRecord, seen: &Observed) -> Position {
+    let observed = seen.position.unwrap_or_default();
+    let same_history = !seen.rebase
+        && before.member_id == Some(seen.member_id)
+        && before.cluster_id == Some(seen.cluster_id)
+        && before.format.is_some_and(|f| f >= MARK_FORMAT)
+        && before.incarnation.differs_from(&seen.incarnation).is_none();
+    match before.mark().filter(|_| same_history) {
+        Some(m) if m.position.raft_index > observed.raft_index => m.position,
+        _ => observed,
+    }
+}
+
+fn annotations(seen: &Observed, p: Position) -> std::collections::BTreeMap<String, String> {
     let mut a = std::collections::BTreeMap::new();
+    a.insert(FORMAT.to_owned(), MARK_FORMAT.to_string());
     a.insert(MEMBER_ID.to_owned(), seen.member_id.to_string());
     a.insert(CLUSTER_ID.to_owned(), seen.cluster_id.to_string());
-    a.insert(RAFT_TERM.to_owned(), term.to_string());
-    a.insert(RAFT_INDEX.to_owned(), index.to_string());
+    a.insert(RAFT_TERM.to_owned(), p.raft_term.to_string());
+    a.insert(RAFT_INDEX.to_owned(), p.raft_index.to_string());
+    if let Some(r) = p.revision {
+        a.insert(REVISION.to_owned(), r.to_string());
+    }
+    if let Some(t) = &seen.incarnation.token_sha256 {
+        a.insert(TOKEN_SHA256.to_owned(), t.clone());
+    }
+    if let Some(u) = &seen.incarnation.cluster_uid {
+        a.insert(CLUSTER_UID.to_owned(), u.clone());
+    }
     if let Some(uid) = &seen.pod_uid {
         a.insert(POD_UID.to_owned(), uid.clone());
     }
@@ -354,26 +445,76 @@ mod tests {
 
     #[test]
     fn a_written_lease_parses_back() {
+        let position = Position {
+            raft_index: 41,
+            raft_term: 2,
+            revision: Some(30),
+        };
         let seen = Observed {
             member_id: MemberId::new(0xae36f238164a08ad),
             cluster_id: ClusterId::new(0x769f1c9e0d723d0b),
-            raft_term: 2,
-            raft_index: 41,
+            position: Some(position),
+            incarnation: Incarnation::new(Some("tok"), Some("uid-1")),
+            rebase: false,
             pod_name: "etcd-x7k2p".into(),
             pod_uid: Some("5c1d".into()),
         };
-        let a = annotations(&seen, 41, 2);
+        let a = annotations(&seen, position);
         let pairs: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let rec = parse(&lease(&pairs));
         assert_eq!(rec.name, "etcd-witness-etcd-x7k2p");
         assert_eq!(rec.member_id, Some(MemberId::new(0xae36f238164a08ad)));
         assert_eq!(rec.cluster_id, Some(ClusterId::new(0x769f1c9e0d723d0b)));
         assert_eq!((rec.raft_term, rec.raft_index), (Some(2), Some(41)));
+        assert_eq!(rec.revision, Some(30));
+        assert_eq!(rec.incarnation, seen.incarnation);
+        let mark = rec.mark().unwrap();
+        assert!(mark.durable);
+        assert_eq!(mark.position, position);
         assert_eq!(rec.pod_uid.as_deref(), Some("5c1d"));
         assert_eq!(rec.holder.as_deref(), Some("etcd-x7k2p"));
         assert!(rec.problems.is_empty(), "{:?}", rec.problems);
         let v = serde_json::to_value(&rec).unwrap();
         assert_eq!(v["member_id"], "ae36f238164a08ad");
+    }
+
+    #[test]
+    fn the_position_rises_only_within_one_history() {
+        let p = |i| Position {
+            raft_index: i,
+            raft_term: 3,
+            revision: Some(i as i64),
+        };
+        let inc = Incarnation::new(Some("tok"), None);
+        let seen = |i, rebase| Observed {
+            member_id: MemberId::new(1),
+            cluster_id: ClusterId::new(2),
+            position: Some(p(i)),
+            incarnation: inc.clone(),
+            rebase,
+            pod_name: "m".into(),
+            pod_uid: None,
+        };
+        let mut before = parse(&lease(&[]));
+        before.member_id = Some(MemberId::new(1));
+        before.cluster_id = Some(ClusterId::new(2));
+        before.raft_index = Some(50);
+        before.raft_term = Some(3);
+        before.revision = Some(50);
+        before.format = Some(MARK_FORMAT);
+        before.incarnation = inc.clone();
+        assert_eq!(next_position(&before, &seen(20, false)), p(50));
+        assert_eq!(next_position(&before, &seen(60, false)), p(60));
+        // A restore bumped above the mark: this start's verdict re-bases it.
+        assert_eq!(next_position(&before, &seen(20, true)), p(20));
+        // An earlier sidecar's index (no format) is not kept as if proven.
+        let mut legacy = before.clone();
+        legacy.format = None;
+        assert_eq!(next_position(&legacy, &seen(20, false)), p(20));
+        // Another incarnation's mark is not this history's.
+        let mut other = before.clone();
+        other.incarnation = Incarnation::new(Some("old-token"), None);
+        assert_eq!(next_position(&other, &seen(20, false)), p(20));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod etcd;
 pub mod events;
 pub mod kube;
 pub mod lease;
+pub mod mark;
 pub mod pod;
 
 /// Which independent source a piece of evidence came from. Serialized as the
@@ -31,6 +32,8 @@ pub enum Source {
     Env,
     /// The witness Lease `serve` keeps for this member (`evidence::lease`).
     Witness,
+    /// The witness file `serve` keeps (`evidence::mark`), read with `--witness-file`.
+    WitnessFile,
 }
 
 impl Source {
@@ -42,6 +45,7 @@ impl Source {
             Source::Kube => "kube",
             Source::Env => "env",
             Source::Witness => "witness",
+            Source::WitnessFile => "witness-file",
         }
     }
 }
@@ -78,6 +82,7 @@ mod tests {
             Source::Kube,
             Source::Env,
             Source::Witness,
+            Source::WitnessFile,
         ] {
             assert_eq!(
                 serde_json::to_value(s).unwrap(),

@@ -314,6 +314,11 @@ pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, Strin
         member_id: id(doc, "member_id", MemberId::parse_recorded),
         cluster_id: id(doc, "cluster_id", ClusterId::parse_recorded),
         path: path.display().to_string(),
+        // A verdict of an earlier agent has none: nothing was held.
+        witness: doc
+            .get("witness")
+            .and_then(|w| serde_json::from_value(w.clone()).ok())
+            .unwrap_or_default(),
     })
 }
 

@@ -30,6 +30,9 @@ pub struct Config {
     pub pod_uid: Option<String>,
     /// The witness file: the raft high-water mark that outlives restarts.
     pub witness_file: PathBuf,
+    /// The incarnation the witnesses record when this Pod start's verdict names
+    /// none (from `--initial-cluster-token`).
+    pub incarnation: crate::evidence::mark::Incarnation,
     /// How often the local member is polled.
     pub poll_interval: Duration,
     /// How long one poll may take (connect, Status, MemberList).

@@ -45,6 +45,13 @@ pub struct Facts {
     pub member_error: Option<String>,
     /// What the member last said (kept while it does not answer).
     pub member: Option<LocalMember>,
+    /// The newest raft position of the member proven on its disk
+    /// (`evidence::mark::DurableTracker`): what the witnesses record.
+    pub durable: Option<crate::evidence::mark::Position>,
+    /// What the witnesses record besides the position, and what this start is
+    /// held to: this Pod start's verdict's terms, or (without one) the
+    /// incarnation `serve`'s own flags give.
+    pub witness: crate::evidence::mark::WitnessTerms,
     /// This Pod start's preflight verdict, when a verdict file was found.
     pub preflight: Option<PreflightVerdict>,
     /// The WAL read when the agent started.
@@ -85,6 +92,8 @@ pub struct LocalMember {
     pub raft_index: u64,
     /// Applied index.
     pub raft_applied_index: u64,
+    /// The MVCC revision (`Status` header).
+    pub revision: i64,
     /// Backend size in bytes.
     pub db_size: i64,
     /// Backend bytes in use.
@@ -114,6 +123,8 @@ pub struct PreflightVerdict {
     pub cluster_id: Option<ClusterId>,
     /// Where the verdict was read from.
     pub path: String,
+    /// What the verdict tells the sidecar about witnesses.
+    pub witness: crate::evidence::mark::WitnessTerms,
 }
 
 /// The identity in the WAL when the agent started.
@@ -468,6 +479,7 @@ mod tests {
             raft_term: 2,
             raft_index: 100,
             raft_applied_index: 100,
+            revision: 90,
             db_size: 20480,
             db_size_in_use: 16384,
             etcd_version: "3.5.1".into(),
@@ -485,6 +497,7 @@ mod tests {
             member_id: member_id.map(MemberId::new),
             cluster_id: cluster_id.map(ClusterId::new),
             path: "/run/etcd-agent/preflight.json".into(),
+            witness: Default::default(),
         }
     }
 
@@ -729,6 +742,8 @@ mod tests {
             member_answered: true,
             member_error: None,
             member: Some(m),
+            durable: None,
+            witness: Default::default(),
             preflight: None,
             wal_at_boot: None,
             expected: expect(None, None, None),

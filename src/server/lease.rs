@@ -1,7 +1,9 @@
 //! The sidecar keeps the witness Lease (`evidence::lease`, docs/commands.md § serve): written
-//! as soon as the local member answers, renewed every `--witness-interval`,
-//! read once at boot so its raft index is a high-water mark for `/readyz` (a
-//! restart of `serve`, or a new Pod whose emptyDir is empty, keeps the mark).
+//! as soon as the local member answers, renewed every `--witness-interval`
+//! with the newest position proven on the member's disk and the incarnation
+//! this Pod start's verdict names. Its mark is preflight's to check, before
+//! etcd starts; the sidecar does not read it back (a mark of another history
+//! would hold every later Pod not ready, with nothing to clear it).
 //!
 //! Every call is bounded by `--kube-timeout`. A failure is logged and counted
 //! (`etcd_agent_witness_writes_total{result}`) and never stops `serve`: the
@@ -20,47 +22,9 @@ use tokio_util::sync::CancellationToken;
 use super::config::KubeConfig;
 use super::identity::Identity;
 use super::metrics::{Metrics, Outcome};
-use super::witness::Mark;
 use crate::evidence::client::ApiError;
 use crate::evidence::kube;
 use crate::evidence::lease::{self, Observed, Written};
-
-/// The Lease's mark, read once at boot within `--kube-timeout`; `None` when
-/// there is none, it records no usable IDs, or it cannot be read (logged).
-pub async fn boot_mark(conf: &KubeConfig) -> Option<Mark> {
-    let client = match kube::client(&conf.target, conf.timeout).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the witness Lease at boot");
-            return None;
-        }
-    };
-    let deadline = Instant::now() + conf.timeout;
-    let t = &conf.target;
-    match lease::read(&client, &t.namespace, &t.member_name, deadline).await {
-        Ok(Some(rec)) => {
-            tracing::info!(lease = %rec.name, member_id = %rec.member_id.map(|id| id.to_string()).unwrap_or_default(), raft_index = rec.raft_index.unwrap_or_default(), "read the witness Lease at boot");
-            Some(Mark {
-                member_id: rec.member_id?,
-                cluster_id: rec.cluster_id?,
-                raft_index: rec.raft_index?,
-                raft_term: rec.raft_term.unwrap_or_default(),
-                regressed_to: None,
-            })
-        }
-        Ok(None) => {
-            tracing::info!(
-                lease = %lease::lease_name(&t.member_name),
-                "no witness Lease yet"
-            );
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the witness Lease at boot");
-            None
-        }
-    }
-}
 
 /// Writes the Lease as soon as the local member answers, then every
 /// `conf.witness_interval`, until `shutdown`.
@@ -88,13 +52,15 @@ pub async fn run(
         }
         let (seen, consistent) = {
             let id = identity.borrow();
+            let terms = id.facts.witness.clone();
             match (&id.facts.member, id.facts.member_answered) {
                 (Some(m), true) => (
                     Observed {
                         member_id: m.member_id,
                         cluster_id: m.cluster_id,
-                        raft_term: m.raft_term,
-                        raft_index: m.raft_index,
+                        position: id.facts.durable,
+                        incarnation: terms.incarnation,
+                        rebase: terms.rebase,
                         pod_name: conf.target.member_name.clone(),
                         pod_uid: pod_uid.clone(),
                     },
@@ -124,7 +90,7 @@ pub async fn run(
                 metrics
                     .witness_raft_index
                     .set(i64::try_from(rec.raft_index.unwrap_or_default()).unwrap_or(i64::MAX));
-                tracing::info!(lease = %rec.name, member_id = %seen.member_id, cluster_id = %seen.cluster_id, raft_index = seen.raft_index, "created the witness Lease");
+                tracing::info!(lease = %rec.name, member_id = %seen.member_id, cluster_id = %seen.cluster_id, raft_index = rec.raft_index.unwrap_or_default(), "created the witness Lease");
             }
             Ok(Written::Renewed(rec)) => {
                 Metrics::count(&metrics.witness_writes, Outcome::ok);

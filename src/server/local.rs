@@ -138,6 +138,7 @@ impl LocalClient {
             raft_term: status.raft_term(),
             raft_index: status.raft_index(),
             raft_applied_index: status.raft_applied_index(),
+            revision: header.revision(),
             db_size: status.db_size(),
             db_size_in_use: status.raft_used_db_size(),
             etcd_version: status.version().to_owned(),

@@ -287,6 +287,7 @@ mod tests {
             member_id: None,
             cluster_id: None,
             path: "/run/etcd-agent/preflight.json".to_owned(),
+            witness: Default::default(),
         }
     }
 

@@ -186,14 +186,16 @@ pub async fn run(
             .map(|k| k.timeout + Duration::from_secs(1));
         tasks.spawn(async move {
             let boot = read_boot(&boot_conf).await;
-            let mut witness = witness::Witness::load(&boot_conf.witness_file);
-            if let Some(kube) = &boot_conf.kube {
-                if let Some(mark) = lease::boot_mark(kube).await {
-                    witness.adopt(mark);
-                }
-            }
+            let witness = witness::Witness::load(&boot_conf.witness_file);
             Poller {
                 witness,
+                durable: Default::default(),
+                wal_dir: crate::disk::layout::Paths::new(
+                    &boot_conf.data_dir,
+                    boot_conf.wal_dir.as_deref(),
+                )
+                .wal_dir,
+                incarnation: boot_conf.incarnation.clone(),
                 local,
                 boot,
                 interval: boot_conf.poll_interval,

@@ -56,6 +56,13 @@ pub struct Boot {
 pub struct Poller {
     /// The high-water mark that survives restarts (the witness file).
     pub witness: super::witness::Witness,
+    /// Which of the member's reported positions are proven on its disk.
+    pub durable: crate::evidence::mark::DurableTracker,
+    /// The member's WAL directory (read-only: its last segment proves a
+    /// position the commit index no longer moves past).
+    pub wal_dir: std::path::PathBuf,
+    /// The incarnation the witnesses record when no verdict names one.
+    pub incarnation: crate::evidence::mark::Incarnation,
     /// The local member.
     pub local: LocalClient,
     /// Boot-time expectations.
@@ -95,6 +102,8 @@ pub fn initial_identity(endpoint: &str, started: SystemTime) -> Identity {
             member_answered: false,
             member_error: Some("not polled yet".to_owned()),
             member: None,
+            durable: None,
+            witness: Default::default(),
             preflight: None,
             wal_at_boot: None,
             expected: expect(None, None, None),
@@ -141,6 +150,34 @@ impl Poller {
                 let deadline = Instant::now() + self.timeout;
                 match self.local.poll(deadline).await {
                     Ok(member) => {
+                        self.durable.observe(
+                            member.member_id,
+                            member.cluster_id,
+                            crate::evidence::mark::Position {
+                                raft_index: member.raft_index,
+                                raft_term: member.raft_term,
+                                revision: Some(member.revision),
+                            },
+                        );
+                        if self.durable.to_check_on_disk().is_some() {
+                            let wal_dir = self.wal_dir.clone();
+                            let read = tokio::time::timeout(
+                                self.timeout,
+                                tokio::task::spawn_blocking(move || {
+                                    crate::disk::wal::last_segment_end(&wal_dir)
+                                }),
+                            )
+                            .await;
+                            match read {
+                                Ok(Ok(Ok((last_index, _)))) => self.durable.on_disk(last_index),
+                                Ok(Ok(Err(e))) => {
+                                    tracing::debug!(error = %e, "the WAL's last segment could not be read")
+                                }
+                                _ => tracing::debug!(
+                                    "reading the WAL's last segment did not finish in time"
+                                ),
+                            }
+                        }
                         Metrics::count(&self.metrics.polls, Outcome::ok);
                         if answer.is_err() {
                             tracing::info!(
@@ -231,11 +268,37 @@ impl Poller {
             preflight: preflight.verdict.as_ref(),
             preflight_waiting: preflight.waiting.as_deref(),
         });
+        let terms = match preflight.verdict.as_ref() {
+            Some(v) => v.witness.clone(),
+            None => crate::evidence::mark::WitnessTerms {
+                incarnation: self.incarnation.clone(),
+                ..Default::default()
+            },
+        };
+        if preflight.verdict.is_some() {
+            self.witness.align(&terms);
+        }
+        let durable = last
+            .as_ref()
+            .and_then(|m| self.durable.proven(m.member_id, m.cluster_id));
         if let (Ok(()), Some(m)) = (answer, last) {
+            // The position preflight held this start to: the member catches
+            // up to it (from its leader) before it is ready. Not latched: it
+            // is below it only until it has caught up.
+            if let Some(floor) = terms.floor.as_ref().filter(|f| m.raft_index < f.raft_index) {
+                reasons.push(format!(
+                    "raft index {} is below {}, the position preflight held this start to ({}): catching up from the leader",
+                    m.raft_index, floor.raft_index, floor.source
+                ));
+            }
             // Only what was polled just now moves the mark (a kept answer is old).
             match self.witness.check(m) {
                 Some(reason) => reasons.push(reason),
-                None if reasons.is_empty() && polled => self.witness.observe(m),
+                None if reasons.is_empty() && polled => {
+                    if let Some(p) = durable {
+                        self.witness.observe(m, p, &terms.incarnation);
+                    }
+                }
                 None => {}
             }
         }
@@ -246,6 +309,8 @@ impl Poller {
             member_answered: answer.is_ok(),
             member_error: answer.as_ref().err().map(|e| e.message.clone()),
             member: last.clone(),
+            durable,
+            witness: terms,
             preflight: preflight.verdict,
             wal_at_boot: self.boot.wal.clone(),
             expected,

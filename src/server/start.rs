@@ -178,6 +178,12 @@ pub fn config(args: &ServeArgs) -> Result<Config> {
             .clone()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| args.verdict_file.with_file_name("witness.json")),
+        incarnation: crate::evidence::mark::Incarnation::new(
+            args.initial_cluster_token
+                .as_deref()
+                .filter(|t| !t.is_empty()),
+            None,
+        ),
         poll_interval,
         poll_timeout,
         kube,

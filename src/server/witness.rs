@@ -1,74 +1,39 @@
-//! The witness without Kubernetes: a small file beside the verdict file (the
-//! Pod's emptyDir, which outlives container restarts) holding the highest raft
-//! position this member was seen at while it was consistent.
+//! The witness file: a small file (by default beside the verdict file, in the
+//! Pod's emptyDir, which outlives container restarts; without Kubernetes,
+//! `--witness-file` on a volume other than the data) holding the newest raft
+//! position this member's disk was proven to hold while it was consistent
+//! (`evidence::mark`), and the incarnation it belongs to. `preflight
+//! --witness-file` reads the same file as a witness.
 //!
-//! Why a file and why a latch. A member whose data dir was wiped and that
-//! re-bootstrapped a fresh cluster keeps its member and cluster IDs (both are
-//! derived from the peer URLs and the token), so the ID checks pass; only its raft
-//! index gives it away, and only against a mark that survives both the member's
-//! restart and `serve`'s (the WAL read at boot is the *new* WAL after a restart).
-//! And once the index has been seen below the mark, new writes must not make it
-//! Ready again by pushing the index past it: the regression is recorded in the
-//! file and stays until the file is removed (a new Pod, or by hand once the
-//! member was recovered).
+//! Why a latch. A member whose data dir was wiped and that re-bootstrapped a
+//! fresh cluster keeps its member and cluster IDs (both are derived from the
+//! peer URLs and the token), so the ID checks pass; only its raft index gives
+//! it away, and only against a mark that survives both the member's restart
+//! and `serve`'s (the WAL read at boot is the *new* WAL after a restart). Once
+//! the index has been seen below the mark, new writes must not make it Ready
+//! again by pushing the index past it: the regression is recorded in the file
+//! and stays until the file is removed (a new Pod, or by hand once the member
+//! was recovered), or until a verdict of preflight re-bases the witnesses (a
+//! restore accepted on purpose).
+//!
+//! The mark here is only ever what this file saw: the witness Lease's mark is
+//! preflight's business (it checks the directory against it before etcd
+//! starts, and hands the position it held the start to over in the verdict:
+//! [`crate::evidence::mark::WitnessTerms`]).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::Deserialize;
-
 use super::identity::LocalMember;
-use crate::disk::ids::{ClusterId, HexIdError, MemberId};
-
-/// What the file holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mark {
-    /// The member it is about.
-    pub member_id: MemberId,
-    /// Its cluster.
-    pub cluster_id: ClusterId,
-    /// The highest raft index seen while consistent.
-    pub raft_index: u64,
-    /// The raft term at that index.
-    pub raft_term: u64,
-    /// Set once the index was seen below `raft_index`: the member lost data.
-    pub regressed_to: Option<u64>,
-}
-
-/// The file's JSON (IDs as 16-digit hex, as everywhere).
-#[derive(Debug, Deserialize)]
-struct FileMark {
-    member_id: String,
-    cluster_id: String,
-    raft_index: u64,
-    raft_term: u64,
-    #[serde(default)]
-    regressed_to: Option<u64>,
-}
-
-fn parse(bytes: &[u8]) -> Result<Mark, String> {
-    let f: FileMark = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    fn id<Id>(s: &str, parse: fn(&str) -> Result<Option<Id>, HexIdError>) -> Result<Id, String> {
-        match parse(s) {
-            Ok(Some(id)) => Ok(id),
-            Ok(None) => Err("an empty ID".to_owned()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-    Ok(Mark {
-        member_id: id(&f.member_id, MemberId::parse_recorded)?,
-        cluster_id: id(&f.cluster_id, ClusterId::parse_recorded)?,
-        raft_index: f.raft_index,
-        raft_term: f.raft_term,
-        regressed_to: f.regressed_to,
-    })
-}
+use crate::evidence::mark::{
+    encode_file, read_file, FileMark, Incarnation, Mark, Position, WitnessTerms,
+};
 
 /// The witness file and what it last held.
 #[derive(Debug)]
 pub struct Witness {
     path: PathBuf,
-    mark: Option<Mark>,
+    file: Option<FileMark>,
 }
 
 impl Witness {
@@ -76,55 +41,52 @@ impl Witness {
     /// one is logged and ignored (then rewritten): refusing forever on a garbled
     /// emptyDir file would need a human for nothing.
     pub fn load(path: &Path) -> Witness {
-        let mark = match std::fs::read(path) {
-            Ok(bytes) => match parse(&bytes) {
-                Ok(m) => {
-                    tracing::info!(path = %path.display(), member_id = %m.member_id, raft_index = m.raft_index, regressed = m.regressed_to.is_some(), "read the witness file");
-                    Some(m)
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "ignoring a malformed witness file");
-                    None
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        let file = match read_file(path) {
+            Ok(Some(f)) => {
+                tracing::info!(path = %path.display(), member_id = %f.mark.member_id, raft_index = f.mark.position.raft_index, regressed = f.regressed_to.is_some(), "read the witness file");
+                Some(f)
+            }
+            Ok(None) => None,
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read the witness file");
+                tracing::warn!(error = %e, "ignoring the witness file");
                 None
             }
         };
         Witness {
             path: path.to_path_buf(),
-            mark,
+            file,
         }
     }
 
     /// The mark, if any.
     pub fn mark(&self) -> Option<&Mark> {
-        self.mark.as_ref()
+        self.file.as_ref().map(|f| &f.mark)
+    }
+
+    /// Where the index was seen below the mark, if it was.
+    pub fn regressed_to(&self) -> Option<u64> {
+        self.file.as_ref().and_then(|f| f.regressed_to)
     }
 
     /// Why `member` is not the data this member had, if it is not: its index is
     /// below the mark, or was seen below it before. Latches the regression.
     pub fn check(&mut self, member: &LocalMember) -> Option<String> {
-        let mark = self.mark.as_mut()?;
-        if (mark.member_id, mark.cluster_id) != (member.member_id, member.cluster_id) {
+        let path = self.path.display().to_string();
+        let f = self.file.as_mut()?;
+        if (f.mark.member_id, f.mark.cluster_id) != (member.member_id, member.cluster_id) {
             return None;
         }
-        if let Some(seen) = mark.regressed_to {
+        let mark = f.mark.position.raft_index;
+        if let Some(seen) = f.regressed_to {
             return Some(format!(
-                "this member's raft index was seen at {seen}, below the high-water mark {} the witness file {} recorded: it lost committed data (re-bootstrapped on an empty data dir?); it stays not ready until the member is recovered and the witness file removed",
-                mark.raft_index,
-                self.path.display()
+                "this member's raft index was seen at {seen}, below the high-water mark {mark} its disk was proven to hold (witness file {path}): it lost committed data (re-bootstrapped on an empty data dir, or put back to an older copy?); it stays not ready until the member is recovered and the witness file removed (deleting the Pod removes it with the Pod's emptyDir; the next preflight then checks the data directory)"
             ));
         }
-        if member.raft_index != 0 && member.raft_index < mark.raft_index {
-            mark.regressed_to = Some(member.raft_index);
+        if member.raft_index != 0 && member.raft_index < mark {
+            f.regressed_to = Some(member.raft_index);
             let reason = format!(
-                "raft index {} is below the high-water mark {} the witness file {} recorded for this member: committed entries were lost (re-bootstrapped on an empty data dir?)",
-                member.raft_index,
-                mark.raft_index,
-                self.path.display()
+                "raft index {} is below the high-water mark {mark} this member's disk was proven to hold (witness file {path}): committed entries were lost (re-bootstrapped on an empty data dir, or put back to an older copy?)",
+                member.raft_index
             );
             tracing::warn!(reason = %reason, "the member's raft index went backwards");
             self.save();
@@ -133,58 +95,65 @@ impl Witness {
         None
     }
 
-    /// Takes the mark the witness Lease holds (read at boot) as a mark too:
-    /// with no file mark it becomes the mark; under the same IDs it raises
-    /// the file's. A file mark of other IDs is this Pod's own and is kept.
-    pub fn adopt(&mut self, lease: Mark) {
-        let changed = match &mut self.mark {
-            None => {
-                self.mark = Some(lease);
-                true
-            }
-            Some(m) if (m.member_id, m.cluster_id) == (lease.member_id, lease.cluster_id) => {
-                if lease.raft_index > m.raft_index {
-                    m.raft_index = lease.raft_index;
-                    m.raft_term = lease.raft_term;
-                    true
-                } else {
-                    false
+    /// Takes this Pod start's verdict: a mark of another incarnation, or one a
+    /// deliberate restore re-based, is not this member's history any more.
+    pub fn align(&mut self, terms: &WitnessTerms) {
+        let Some(f) = &self.file else { return };
+        let other = f.mark.incarnation.differs_from(&terms.incarnation);
+        if terms.rebase || other.is_some() {
+            tracing::info!(
+                path = %self.path.display(),
+                raft_index = f.mark.position.raft_index,
+                why = other.unwrap_or("this start's verdict accepted a restore above it"),
+                "the witness file's mark is of another history: starting over"
+            );
+            self.file = None;
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the witness file");
                 }
             }
-            Some(_) => false,
-        };
-        if changed {
-            tracing::info!(
-                raft_index = self.mark.as_ref().map_or(0, |m| m.raft_index),
-                "took the witness Lease's raft index as the high-water mark"
-            );
-            self.save();
         }
     }
 
-    /// Raises the mark to `member`'s position; call only when the member is
-    /// otherwise consistent. A member of another identity that is consistent
-    /// (the expected identity changed) starts a new mark.
-    pub fn observe(&mut self, member: &LocalMember) {
-        let fresh = Mark {
-            member_id: member.member_id,
-            cluster_id: member.cluster_id,
-            raft_index: member.raft_index,
-            raft_term: member.raft_term,
+    /// Raises the mark to `position`, the newest position proven on the disk of
+    /// `member`; call only when the member is otherwise consistent. A member of
+    /// another identity that is consistent (the expected identity changed)
+    /// starts a new mark.
+    pub fn observe(&mut self, member: &LocalMember, position: Position, incarnation: &Incarnation) {
+        let fresh = FileMark {
+            mark: Mark {
+                member_id: member.member_id,
+                cluster_id: member.cluster_id,
+                position,
+                incarnation: incarnation.clone(),
+                durable: true,
+            },
             regressed_to: None,
         };
-        let changed = match &mut self.mark {
-            Some(m) if (m.member_id, m.cluster_id) == (fresh.member_id, fresh.cluster_id) => {
-                if m.regressed_to.is_none() && fresh.raft_index > m.raft_index {
-                    m.raft_index = fresh.raft_index;
-                    m.raft_term = fresh.raft_term;
-                    true
-                } else {
-                    false
+        let changed = match &mut self.file {
+            Some(f)
+                if (f.mark.member_id, f.mark.cluster_id)
+                    == (member.member_id, member.cluster_id) =>
+            {
+                let mut changed = false;
+                if f.regressed_to.is_none() && position.raft_index > f.mark.position.raft_index {
+                    f.mark.position = position;
+                    changed = true;
                 }
+                if !f.mark.durable || (f.mark.incarnation.is_unknown() && !incarnation.is_unknown())
+                {
+                    // An earlier format's mark: from now on it is a proven one
+                    // (the member is consistent and at or past it).
+                    f.mark.durable = true;
+                    f.mark.incarnation = incarnation.clone();
+                    f.mark.position = position.max_by_index(f.mark.position);
+                    changed = true;
+                }
+                changed
             }
             _ => {
-                self.mark = Some(fresh);
+                self.file = Some(fresh);
                 true
             }
         };
@@ -196,19 +165,13 @@ impl Witness {
     /// Writes the file atomically (temp file, rename); a failure is logged, the
     /// mark kept in memory.
     fn save(&self) {
-        let Some(mark) = &self.mark else { return };
+        let Some(f) = &self.file else { return };
         let tmp = self
             .path
             .with_extension(format!("tmp.{}", std::process::id()));
+        let now = prost_types::Timestamp::from(SystemTime::now()).to_string();
         let write = || -> std::io::Result<()> {
-            let bytes = serde_json::to_vec(&serde_json::json!({
-                "member_id": mark.member_id,
-                "cluster_id": mark.cluster_id,
-                "raft_index": mark.raft_index,
-                "raft_term": mark.raft_term,
-                "regressed_to": mark.regressed_to,
-                "updated_at": prost_types::Timestamp::from(SystemTime::now()).to_string(),
-            }))?;
+            let bytes = encode_file(f, Some(now)).map_err(std::io::Error::other)?;
             std::fs::write(&tmp, bytes)?;
             std::fs::rename(&tmp, &self.path)
         };
@@ -222,6 +185,7 @@ impl Witness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::ids::{ClusterId, MemberId};
 
     fn member(index: u64) -> LocalMember {
         LocalMember {
@@ -235,6 +199,7 @@ mod tests {
             raft_term: 2,
             raft_index: index,
             raft_applied_index: index,
+            revision: index as i64,
             db_size: 0,
             db_size_in_use: 0,
             etcd_version: "3.5.1".into(),
@@ -242,49 +207,63 @@ mod tests {
         }
     }
 
+    fn at(index: u64) -> Position {
+        Position {
+            raft_index: index,
+            raft_term: 2,
+            revision: Some(index as i64),
+        }
+    }
+
     #[test]
     fn a_regression_is_latched_and_survives_a_reload() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("witness.json");
+        let inc = Incarnation::new(Some("t"), None);
         let mut w = Witness::load(&path);
         assert!(w.check(&member(10)).is_none());
-        w.observe(&member(10));
-        w.observe(&member(50));
-        assert_eq!(Witness::load(&path).mark().unwrap().raft_index, 50);
+        w.observe(&member(12), at(10), &inc);
+        w.observe(&member(52), at(50), &inc);
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 50);
+        assert!(Witness::load(&path).mark().unwrap().durable);
         let mut w = Witness::load(&path);
         assert!(w.check(&member(60)).is_none());
         assert!(w.check(&member(4)).is_some());
         // New writes push the index past the mark: still not the data it had.
         let mut w = Witness::load(&path);
         assert!(w.check(&member(70)).unwrap().contains("seen at 4"));
-        w.observe(&member(70));
-        assert_eq!(w.mark().unwrap().raft_index, 50);
+        w.observe(&member(70), at(68), &inc);
+        assert_eq!(w.mark().unwrap().position.raft_index, 50);
     }
 
     #[test]
-    fn the_leases_mark_raises_the_files_under_the_same_ids_only() {
+    fn a_verdict_of_another_incarnation_or_a_rebase_starts_the_mark_over() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("witness.json");
-        let lease = |member_id, raft_index| Mark {
-            member_id: MemberId::new(member_id),
-            cluster_id: ClusterId::new(2),
-            raft_index,
-            raft_term: 3,
-            regressed_to: None,
-        };
-        // A new Pod (empty emptyDir): the Lease's mark is the mark.
+        let inc = Incarnation::new(Some("t"), None);
         let mut w = Witness::load(&path);
-        w.adopt(lease(1, 80));
-        assert_eq!(w.mark().unwrap().raft_index, 80);
-        assert!(w
-            .check(&member(10))
-            .unwrap()
-            .contains("below the high-water mark 80"));
-        assert_eq!(Witness::load(&path).mark().unwrap().regressed_to, Some(10));
-        // Lower, or of other IDs: the file's stays.
-        let mut w = Witness::load(&path);
-        w.adopt(lease(1, 20));
-        w.adopt(lease(9, 900));
-        assert_eq!(w.mark().unwrap().raft_index, 80);
+        w.observe(&member(52), at(50), &inc);
+        assert!(w.check(&member(4)).is_some());
+        // The same incarnation, no rebase: the latch stays.
+        w.align(&WitnessTerms {
+            incarnation: inc.clone(),
+            ..WitnessTerms::default()
+        });
+        assert!(Witness::load(&path).regressed_to().is_some());
+        // A restore accepted on purpose: the old history's mark goes.
+        w.align(&WitnessTerms {
+            incarnation: inc.clone(),
+            rebase: true,
+            ..WitnessTerms::default()
+        });
+        assert!(w.mark().is_none() && !path.exists());
+        assert!(w.check(&member(4)).is_none());
+        // Another incarnation's file is not this member's history either.
+        w.observe(&member(52), at(50), &inc);
+        w.align(&WitnessTerms {
+            incarnation: Incarnation::new(Some("new-token"), None),
+            ..WitnessTerms::default()
+        });
+        assert!(w.mark().is_none());
     }
 }

@@ -528,3 +528,93 @@ fn container_only_restarts_beside_a_wipe_lose_nothing_when_guarded_36() {
         tally.report()
     );
 }
+
+/// Issue 29's shape: m1's volume copied, m2 down while writes are
+/// acknowledged by m0 and m1, m0 and m1 killed, m1's volume put back to the
+/// copy (or its WAL alone), m2 and m1 restarted.
+fn rolled_back(wal_only: bool) -> String {
+    // m2 killed, not frozen: a thawed member reads the appends its sockets
+    // buffered meanwhile (see the wiped-voter schedule), and would have the writes.
+    format!(
+        "copy m1, pause 300ms, kill m2, pause 2000ms, kill m0, pause 100ms, kill m1, \
+         {} m1, restart m2, pause 300ms, restart m1, pause 2500ms",
+        if wal_only { "rollback-wal" } else { "rollback" }
+    )
+}
+
+/// Without the guard, m1 restarts on its older copy and forms a quorum with
+/// the lagging m2: the writes m0 and m1 acknowledged are gone (or the members
+/// diverge for good, the WAL alone rolled back). Bounded attempts: the heal's
+/// timing decides how the loss shows.
+fn a_rolled_back_member_loses_writes_in_baseline_mode(version: EtcdVersion, wal_only: bool) {
+    let mut seen = Vec::new();
+    for attempt in 1..=3 {
+        let mut cfg = RunConfig::new(version, Mode::Baseline, attempt, 1);
+        cfg.sequence = Some(rolled_back(wal_only));
+        let tally = run(&cfg);
+        if tally.lost > 0 || tally.divergent > 0 || tally.errors > 0 {
+            return;
+        }
+        seen.push(tally.report());
+    }
+    panic!(
+        "baseline: a member rolled back under a lagging voter lost nothing in 3 attempts:\n{}",
+        seen.join("\n")
+    );
+}
+
+/// With the guard, m1 is refused (`refuse-rolled-back`: its witness file says
+/// its disk held more, or its backend applied past its WAL) while the members
+/// holding the writes are down; the heal brings m0 back, m1 starts on the
+/// leader's word and catches up: nothing lost, and no member refused that
+/// nothing had happened to.
+fn a_rolled_back_member_loses_nothing_when_guarded(version: EtcdVersion, wal_only: bool) {
+    let mut cfg = RunConfig::new(version, Mode::Guarded, 0, 1);
+    cfg.sequence = Some(rolled_back(wal_only));
+    let tally = run(&cfg);
+    assert_guarded_lost_nothing(&tally);
+    assert!(
+        tally.counters.refusals.contains_key("refuse-rolled-back"),
+        "the rolled-back member was refused:\n{}",
+        tally.report()
+    );
+}
+
+#[test]
+fn a_rolled_back_member_loses_writes_in_baseline_mode_36() {
+    a_rolled_back_member_loses_writes_in_baseline_mode(EtcdVersion::V3_6, false);
+}
+
+#[test]
+fn a_rolled_back_member_loses_nothing_when_guarded_36() {
+    a_rolled_back_member_loses_nothing_when_guarded(EtcdVersion::V3_6, false);
+}
+
+#[test]
+fn a_rolled_back_member_loses_nothing_when_guarded_37() {
+    a_rolled_back_member_loses_nothing_when_guarded(EtcdVersion::V3_7, false);
+}
+
+#[test]
+fn a_rolled_back_wal_loses_nothing_when_guarded_37() {
+    a_rolled_back_member_loses_nothing_when_guarded(EtcdVersion::V3_7, true);
+}
+
+/// The cluster deleted and created again under the same names with a new
+/// token, m1 inheriting its volume, the witnesses left behind: the seed on a
+/// fresh volume bootstraps (its earlier incarnation's witness is not evidence),
+/// m1's inherited volume is refused and given a fresh one, and the new
+/// cluster loses nothing and answers no foreign ID.
+#[test]
+fn a_recreated_cluster_bootstraps_past_old_witnesses_and_refuses_inherited_volumes_36() {
+    let mut cfg = RunConfig::new(EtcdVersion::V3_6, Mode::Guarded, 0, 1);
+    cfg.sequence = Some("kill m2, pause 300ms, recreate m1, pause 1500ms".to_string());
+    let tally = run(&cfg);
+    assert_guarded_lost_nothing(&tally);
+    assert!(
+        tally.counters.verdicts.get("bootstrap") == Some(&1)
+            && tally.counters.refusals.contains_key("refuse-foreign"),
+        "the seed bootstrapped once and the inherited volume was refused:\n{}",
+        tally.report()
+    );
+}

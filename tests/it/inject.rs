@@ -169,9 +169,6 @@ fn every_shape_is_guarded_and_passes_the_schemas_strictly() {
 
 #[test]
 fn injected_containers_set_only_env_their_subcommand_reads() {
-    // serve reads the token once the witness binds to an incarnation
-    // (issue 29); until then it is given to it already, and ignored.
-    const AHEAD: &[(&str, &str)] = &[("serve", "ETCD_INITIAL_CLUSTER_TOKEN")];
     let serve = help("serve").env;
     let preflight = help("preflight").env;
     for name in GUARDED {
@@ -194,9 +191,8 @@ fn injected_containers_set_only_env_their_subcommand_reads() {
             for (var, _) in &env {
                 // A definition another value refers to ($(VAR)) is not read by the agent.
                 let referenced = env.iter().any(|(_, v)| v.contains(&format!("$({var})")));
-                let ahead = AHEAD.contains(&(sub.as_str(), var.as_str()));
                 assert!(
-                    reads.contains(var) || referenced || ahead,
+                    reads.contains(var) || referenced,
                     "{name} {object} {}: sets {var}, which `{sub} --help` does not name",
                     c["name"]
                 );

@@ -1373,17 +1373,29 @@ async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_b
         .arg(format!("--namespace={NS}"))
         .arg(format!("--pod-name={name}"))
         .arg("--pod-uid=0d6f5b1e-seed-pod")
+        .arg(format!("--initial-cluster-token={}", token_of(CLUSTER)))
         .arg(format!("--kubeconfig={}", w.kubeconfig()))
         .arg("--kube-interval=1s")
         .arg("--witness-interval=1s")
         .start();
+    // Written as soon as the member answers; its raft index once proven on
+    // the member's disk (nothing more is written: the WAL's last segment).
     let lease = wait_lease(&w, &lease_name, "serve writes the witness", |l| {
         annotation(l, &format!("{WITNESS}member-id")) == member_id
+            && annotation(l, &format!("{WITNESS}raft-index"))
+                .parse::<u64>()
+                .is_ok_and(|i| i >= 20)
     })
     .await;
     assert_eq!(
         annotation(&lease, &format!("{WITNESS}cluster-id")),
         cluster_id
+    );
+    assert_eq!(annotation(&lease, &format!("{WITNESS}format")), "2");
+    assert_eq!(
+        annotation(&lease, &format!("{WITNESS}token-sha256")).len(),
+        64,
+        "{lease:?}"
     );
     assert_eq!(
         annotation(&lease, &format!("{WITNESS}pod-uid")),
@@ -1698,10 +1710,18 @@ async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_clos
         .source(step, "witness", true, "");
 
     let lease_name = format!("etcd-witness-{MEMBER}");
+    // The IDs this seed's flags derive (the Lease its own sidecar would have
+    // written when it formed the cluster): a Lease of other IDs, written
+    // before incarnations were recorded, is another cluster's (issue 29 case 4).
+    let ic = etcd_member_agent::disk::ids::parse_initial_cluster(&initial).expect("initial");
+    let derived = etcd_member_agent::disk::ids::bootstrap_ids(&ic, &token_of(CLUSTER));
+    let seed_id = derived[MEMBER];
+    let seed_member_id = seed_id.to_string();
+    let seed_cluster_id = etcd_member_agent::disk::ids::cluster_id(&[seed_id]).to_string();
     let lease: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
         "metadata": {"name": lease_name, "annotations": {
-            format!("{WITNESS}member-id"): MEMBER_ID,
-            format!("{WITNESS}cluster-id"): CLUSTER_ID,
+            format!("{WITNESS}member-id"): seed_member_id,
+            format!("{WITNESS}cluster-id"): seed_cluster_id,
             format!("{WITNESS}raft-term"): "2",
             format!("{WITNESS}raft-index"): "41",
         }},
@@ -1723,7 +1743,7 @@ async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_clos
     let v = run_preflight(env.clone()).await;
     v.expect(step, 10, "refuse-empty-formed").reason_mentions(
         step,
-        &format!("the witness Lease {lease_name} records member {MEMBER_ID}"),
+        &format!("the witness Lease {lease_name} records member {seed_member_id}"),
     );
     // The refusal is an Event on the Pod, once however often preflight runs.
     let reason = v.doc()["reason"].as_str().unwrap_or_default().to_owned();
@@ -1812,16 +1832,26 @@ async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_clos
     let member_id = m0.id_hex().expect("m0's ID");
     m0.stop();
     let name = m0.name().to_owned();
-    let other_lease: k8s_openapi::api::coordination::v1::Lease = from_json(json!({
-        "metadata": {"name": format!("etcd-witness-{name}"), "annotations": {
+    // A Lease of this incarnation (the token this cluster was formed with)
+    // recording another member ID: another member's volume is mounted here.
+    let token_sha256 = etcd_member_agent::disk::ids::token_sha256(&token_of(CLUSTER));
+    let lease_of = |format: Option<&str>| -> k8s_openapi::api::coordination::v1::Lease {
+        let mut annotations = json!({
             format!("{WITNESS}member-id"): MEMBER_ID,
             format!("{WITNESS}cluster-id"): CLUSTER_ID,
             format!("{WITNESS}raft-term"): "2",
-            format!("{WITNESS}raft-index"): "41",
-        }},
-    }));
-    leases(&w.admin, NS)
-        .create(&PostParams::default(), &other_lease)
+            format!("{WITNESS}raft-index"): "0",
+        });
+        if let Some(f) = format {
+            annotations[format!("{WITNESS}format")] = json!(f);
+            annotations[format!("{WITNESS}token-sha256")] = json!(token_sha256);
+        }
+        from_json(json!({
+            "metadata": {"name": format!("etcd-witness-{name}"), "annotations": annotations},
+        }))
+    };
+    let api = leases(&w.admin, NS);
+    api.create(&PostParams::default(), &lease_of(Some("2")))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let mut env = m0.agent_env();
@@ -1830,22 +1860,41 @@ async fn a_lease_of_another_identity_is_foreign_and_an_unreadable_one_fails_clos
             env = with(&env, &k, &v);
         }
     }
-    let step = "a real member's dir, the Lease of another member ID";
-    run_preflight(env)
+    let step = "a real member's dir, a Lease of its incarnation recording another member ID";
+    run_preflight(env.clone())
         .await
         .expect(step, 11, "refuse-foreign")
         .reason_mentions(
             step,
-            &format!("member ID in the WAL is {member_id} but the witness Lease says {MEMBER_ID}"),
+            &format!(
+                "member ID in the WAL is {member_id} but the witness Lease etcd-witness-{name} says {MEMBER_ID}"
+            ),
         );
+    // The same IDs in a Lease an earlier sidecar wrote (no incarnation): IDs
+    // this member's flags do not derive are another cluster's, which says
+    // nothing about this directory — the flags agree with it.
+    api.delete(&format!("etcd-witness-{name}"), &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    api.create(&PostParams::default(), &lease_of(None))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let step = "a real member's dir, an earlier sidecar's Lease of IDs its flags do not derive";
+    run_preflight(env)
+        .await
+        .expect(step, 0, "start")
+        .warns(step, "another incarnation");
 }
 
-/// Issue 17 item 3 through the Lease: a member re-bootstrapped on a wiped
-/// volume (same IDs, a short log) is not Ready under a new Pod's sidecar,
-/// whose emptyDir holds no witness file: the Lease's raft index, read at
-/// boot, is the high-water mark — and the sidecar's renewals never lower it.
+/// Issue 17 item 3 through the Lease, as issue 29 decides it: a member
+/// re-bootstrapped on a wiped volume (same IDs, a short log) is refused by the
+/// next Pod's preflight on the position the witness Lease proved on its disk
+/// (`refuse-rolled-back`, 17, row 6e, the Lease named with the command that
+/// clears it), and a sidecar beside the short log never lowers that position.
+/// The sidecar itself no longer reads the Lease's position back: a position of
+/// another history would hold every later Pod not ready (issue 29 case 5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_pods_sidecar_takes_the_leases_raft_index_as_its_high_water_mark() {
+async fn a_member_re_bootstrapped_under_the_same_ids_is_refused_on_the_leases_position() {
     use crate::serve_support::Serve;
     let etcd = Cluster::builder(EtcdVersion::V3_5)
         .members(1)
@@ -1862,6 +1911,7 @@ async fn a_new_pods_sidecar_takes_the_leases_raft_index_as_its_high_water_mark()
             .arg("--kube=true")
             .arg(format!("--namespace={NS}"))
             .arg(format!("--pod-name={name}"))
+            .arg(format!("--initial-cluster-token={}", token_of(CLUSTER)))
             .arg(format!("--kubeconfig={}", w.kubeconfig()))
             .arg("--kube-interval=1s")
             .arg("--witness-interval=1s")
@@ -1879,26 +1929,153 @@ async fn a_new_pods_sidecar_takes_the_leases_raft_index_as_its_high_water_mark()
         .unwrap_or_default();
     drop(serve);
 
-    // The volume is wiped; etcd re-bootstraps under the same IDs.
+    // The volume is wiped; etcd re-bootstraps under the same IDs (an etcd
+    // container restarted without its init containers).
     off_runtime(|| {
         m0.kill9();
         m0.wipe_data_dir();
         m0.start();
         m0.wait_healthy();
+        etcd.put("new/0", "after the wipe");
     });
-    // A new Pod: a fresh emptyDir, so no witness file; only the Lease knows.
+    // A sidecar beside it renews the Lease: the position stays the mark.
     let serve = off_runtime(sidecar);
-    let said = off_runtime(|| serve.wait_readyz_saying(503, "high-water mark"));
-    assert!(said.contains(&format!("{mark}")), "{said}");
-    // Renewals keep the mark: the Lease's index never goes down.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let after = leases(&w.admin, NS)
-        .get(&lease_name)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let first = lease.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let after = wait_lease(&w, &lease_name, "serve renews the witness", |l| {
+        l.spec.as_ref().and_then(|s| s.renew_time.clone()) != first
+    })
+    .await;
     let kept: u64 = annotation(&after, &format!("{WITNESS}raft-index"))
         .parse()
         .unwrap_or_default();
     assert_eq!(kept, mark, "{after:?}\n{}", serve.log());
     drop(serve);
+
+    // The next Pod: preflight, before etcd starts.
+    off_runtime(|| m0.stop());
+    let mut env = m0.agent_env();
+    for (k, v) in pod_env(&w, NS, &name, m0.initial_cluster(), m0.data_dir()) {
+        if ["AGENT_KUBE", "POD_NAMESPACE", "POD_NAME", "KUBECONFIG"].contains(&k.as_str()) {
+            env = with(&env, &k, &v);
+        }
+    }
+    let step = "a member re-bootstrapped under its IDs, the Lease's position above its log";
+    let v = run_preflight(env).await;
+    v.expect(step, 17, "refuse-rolled-back")
+        .row(step, "6e")
+        .reason_mentions(step, &format!("the witness Lease {lease_name}"))
+        .reason_mentions(step, &format!("{mark}"));
+    let remedy = v.doc()["remedy"].as_str().unwrap_or_default();
+    assert!(
+        remedy.contains(&format!("kubectl -n {NS} delete lease {lease_name}")),
+        "{step}: the remedy names the command that clears the Lease\n{}",
+        v.run
+    );
+}
+
+/// Issue 29 cases 3 and 4: a cluster deleted and created again under the same
+/// member names with a new token (its EtcdCluster re-created), the earlier
+/// incarnation's witness Lease left behind (Leases outlive a cluster as PVCs
+/// do). A fresh seed on a fresh volume bootstraps — the Lease is another
+/// incarnation's, said in a warning with the command that removes it — and the
+/// earlier incarnation's volume is refused as foreign (row 6a): the Lease of
+/// the old IDs vouches for nothing. The same with a Lease an earlier sidecar
+/// wrote (no incarnation): its IDs are not the ones the seed's flags derive.
+/// Before, the fresh seed was refused `refuse-empty-formed` forever and the old
+/// volume started, serving the earlier cluster's keyspace as the new cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_incarnations_lease_neither_vouches_for_its_volume_nor_refuses_a_fresh_seed() {
+    use crate::serve_support::Serve;
+    let old_token = format!("{}-old", token_of(CLUSTER));
+    let new_token = format!("{}-new", token_of(CLUSTER));
+    let etcd = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token(old_token.clone())
+        .start();
+    let m0 = &etcd[0];
+    off_runtime(|| etcd.put_many("earlier-incarnation/", 10, 16));
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    let serve = off_runtime(|| {
+        Serve::beside(m0.client_url())
+            .data_dir(m0.data_dir())
+            .arg("--kube=true")
+            .arg(format!("--namespace={NS}"))
+            .arg(format!("--pod-name={name}"))
+            .arg(format!("--initial-cluster-token={old_token}"))
+            .arg(format!("--kubeconfig={}", w.kubeconfig()))
+            .arg("--witness-interval=1s")
+            .start()
+    });
+    let lease = wait_lease(
+        &w,
+        &lease_name,
+        "the earlier incarnation's sidecar writes its witness",
+        |l| {
+            annotation(l, &format!("{WITNESS}raft-index"))
+                .parse::<u64>()
+                .is_ok_and(|i| i >= 10)
+        },
+    )
+    .await;
+    drop(serve);
+    off_runtime(|| m0.stop());
+
+    // The cluster is created again: new EtcdCluster, new token, same names.
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+    patch_status(
+        &clusters(&w.admin, NS),
+        CLUSTER,
+        json!({"clusterToken": new_token}),
+    )
+    .await;
+    let mut member = member_doc(NS, &name, true, m0.initial_cluster());
+    member["spec"]["clusterToken"] = json!(new_token);
+    create(&members(&w.admin, NS), member).await;
+    let env_for = |data_dir: &Path| {
+        let mut env = pod_env(&w, NS, &name, m0.initial_cluster(), data_dir);
+        env = with(&env, "ETCD_INITIAL_CLUSTER_TOKEN", &new_token);
+        with(&env, "ETCD_PEER_URLS", m0.peer_url())
+    };
+    let clear = format!("kubectl -n {NS} delete lease {lease_name}");
+
+    for legacy in [false, true] {
+        if legacy {
+            // The Lease as a sidecar before incarnations wrote it.
+            let mut old = lease.clone();
+            if let Some(a) = old.metadata.annotations.as_mut() {
+                a.retain(|k, _| !k.ends_with("/format") && !k.ends_with("/token-sha256"));
+            }
+            old.metadata.resource_version = None;
+            let api = leases(&w.admin, NS);
+            api.delete(&lease_name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            api.create(&PostParams::default(), &old)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let which = if legacy {
+            "an earlier sidecar's"
+        } else {
+            "the earlier incarnation's"
+        };
+
+        let (_fresh, fresh) = empty_dir();
+        let step = format!("a fresh seed on a fresh volume, {which} Lease left behind");
+        run_preflight(env_for(&fresh))
+            .await
+            .expect(&step, 0, "bootstrap")
+            .row(&step, "9")
+            .warns(&step, "another incarnation")
+            .warns(&step, &clear);
+
+        let step = format!("the earlier incarnation's volume, {which} Lease left behind");
+        run_preflight(env_for(m0.data_dir()))
+            .await
+            .expect(&step, 11, "refuse-foreign")
+            .row(&step, "6a")
+            .warns(&step, "another incarnation");
+    }
 }

@@ -9,6 +9,9 @@
 //! * [`preflight_support`]: preflight runs against a live cluster.
 //! * [`serve_support`]: the `serve` sidecar, its collector and TLS material.
 //! * [`fault_sched`]: fault schedules against a cluster and the agent.
+//! * [`common::node`]: a real Kubernetes node (kubelet, containerd, runc) for
+//!   Pods; [`node_support`]: the member Pods on it and the test standing in for
+//!   the operator.
 //!
 //! Everything runs in one process: no test may change the process's
 //! environment or working directory (child processes get their env passed).
@@ -19,6 +22,7 @@
 mod common;
 mod fault_sched;
 mod kube_fake;
+mod node_support;
 mod preflight_support;
 mod serve_support;
 
@@ -33,12 +37,14 @@ mod install;
 mod kube_evidence;
 mod kube_real;
 mod monitoring;
+mod node;
 mod pod_check;
 mod preflight;
 mod preflight_kube;
 mod preflight_soundness;
 mod restore;
 mod restore_s3;
+mod rollback;
 mod serve;
 mod serve_api;
 mod serve_limits;

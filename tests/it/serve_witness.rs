@@ -4,7 +4,7 @@
 //! not ready even when new writes push its index past the mark.
 
 use crate::common::*;
-use crate::serve_support::Serve;
+use crate::serve_support::{metric, Serve};
 
 #[test]
 fn a_re_bootstrapped_member_is_not_ready_after_serve_restarts_nor_after_new_writes() {
@@ -22,14 +22,22 @@ fn a_re_bootstrapped_member_is_not_ready_after_serve_restarts_nor_after_new_writ
     };
     let serve = start();
     serve.wait_readyz(200);
-    let mark = m0.endpoint_status()["raftIndex"].as_u64().unwrap();
-    assert!(mark >= 60);
-    // A few polls (every 200 ms) record it.
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    if let Ok(bytes) = std::fs::read(&witness) {
-        let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert!(doc["raft_index"].as_u64().unwrap() >= mark, "{doc}");
-    }
+    let status = m0.endpoint_status()["raftIndex"].as_u64().unwrap();
+    assert!(status >= 60);
+    // Nothing more is written: the sidecar proves the index on the WAL's last
+    // segment (the commit index will not move past it) and records it.
+    let mark = assert_eventually!(
+        {
+            let doc: serde_json::Value = std::fs::read(&witness)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
+            let index = doc["raft_index"].as_u64().unwrap_or_default();
+            ensure(index >= status, format!("the witness file holds {doc}"))?;
+            ensure(doc["format"] == 2, format!("the witness file holds {doc}"))?;
+            Ok(index)
+        },
+        "the witness file records the member's index {status}, proven on its disk"
+    );
     drop(serve);
 
     // The volume is wiped; etcd re-bootstraps under the same IDs with an empty log.
@@ -46,7 +54,18 @@ fn a_re_bootstrapped_member_is_not_ready_after_serve_restarts_nor_after_new_writ
     cluster.put_many("new/", writes, 8);
     let status = m0.endpoint_status();
     assert!(status["raftIndex"].as_u64().unwrap() > mark, "{status}");
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    // Polled past the mark (the latch is what keeps it not ready, not a poll
+    // that has not happened yet).
+    assert_eventually!(
+        {
+            let seen = metric(&serve.metrics(), "etcd_agent_raft_index", "").unwrap_or_default();
+            ensure(
+                seen > mark as f64,
+                format!("the sidecar saw raft index {seen}"),
+            )
+        },
+        "the sidecar polls the index past the mark"
+    );
     serve.wait_readyz_saying(503, "high-water mark");
     drop(serve);
     let serve = start();

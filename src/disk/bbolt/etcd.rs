@@ -62,6 +62,10 @@ pub struct Backend {
     pub downgrade: Option<Downgrade>,
     /// The `alarm` bucket.
     pub alarms: Vec<BackendAlarm>,
+    /// The main revision of the newest key of `key` (a put, a deletion, or the
+    /// placeholder `snapshot restore --bump-revision` writes): the MVCC revision
+    /// the backend is at. `None` when the bucket is missing or empty.
+    pub revision: Option<i64>,
 }
 
 /// `cluster`/`downgrade`, as etcd 3.5+ stores it
@@ -206,12 +210,14 @@ impl Db {
             cluster_version: None,
             downgrade: None,
             alarms: Vec::new(),
+            revision: None,
         };
         for (bucket, kvs) in scan.records {
             for (k, v) in kvs {
                 self.decode_record(&mut out, bucket, &k, &v)?;
             }
         }
+        out.revision = self.last_key(b"key")?.and_then(|k| main_revision(&k));
         let (version, source) =
             detect_storage_version(out.storage_version_raw.as_deref(), out.term);
         out.storage_version = version;

@@ -418,6 +418,19 @@ impl Db {
         Ok(true)
     }
 
+    /// The last key of root bucket `bucket` in key order: `None` when the bucket
+    /// is missing or empty.
+    pub fn last_key(&self, bucket: &[u8]) -> Result<Option<Vec<u8>>, BoltError> {
+        let Some(b) = self.lookup(BucketRoot::Page(self.meta.root), 0, bucket)? else {
+            return Ok(None);
+        };
+        if !b.is_bucket {
+            return Ok(None);
+        }
+        let root = self.bucket_root(bucket, &b.value, b.pgid)?;
+        self.last_entry_key(root, 1)
+    }
+
     /// The value of `key` in root bucket `bucket`: `None` when either is missing
     /// or `key` is a nested bucket (bbolt's `Bucket.Get`).
     pub fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>, BoltError> {

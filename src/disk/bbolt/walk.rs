@@ -93,6 +93,47 @@ impl Db {
         Err(self.too_deep(pgid))
     }
 
+    /// The last key of a bucket, by descending its rightmost children (bbolt's
+    /// `Cursor.Last`); `None` for an empty bucket. A handful of page reads
+    /// whatever the bucket's size: what the backend's revision costs.
+    pub(super) fn last_entry_key(
+        &self,
+        root: BucketRoot<'_>,
+        depth: u32,
+    ) -> Result<Option<Vec<u8>>, BoltError> {
+        let last_in_leaf = |data: &[u8], origin: Origin| -> Result<Option<Vec<u8>>, BoltError> {
+            Ok(leaf_elements(self, data, origin)?
+                .last()
+                .map(|e| e.key.to_vec()))
+        };
+        let mut pgid = match root {
+            BucketRoot::Inline { page, host } => {
+                let origin = Origin {
+                    host,
+                    offset: self.page_offset(host),
+                };
+                self.check_leaf(page, origin)?;
+                return last_in_leaf(page, origin);
+            }
+            BucketRoot::Page(p) => p,
+        };
+        for _ in depth..=MAX_DEPTH {
+            let page = self.read_page(pgid)?;
+            let origin = Origin {
+                host: pgid,
+                offset: self.page_offset(pgid),
+            };
+            match self.kind(&page.data, origin)? {
+                Kind::Leaf => return last_in_leaf(&page.data, origin),
+                Kind::Branch => match branch_elements(self, &page.data, origin)?.last() {
+                    Some((_, c)) => pgid = *c,
+                    None => return Ok(None),
+                },
+            }
+        }
+        Err(self.too_deep(pgid))
+    }
+
     pub(super) fn too_deep(&self, pgid: u64) -> BoltError {
         BoltError::TooDeep {
             path: self.path().to_path_buf(),

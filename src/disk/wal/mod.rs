@@ -370,6 +370,29 @@ pub fn wal_identity(wal_dir: &Path) -> Option<(MemberId, ClusterId)> {
     None
 }
 
+/// The last entry (index, term) the WAL's last segment holds on disk, read
+/// from that segment alone: it opens with a crc record carrying the running
+/// checksum, so its records verify without the segments before. `(0, 0)` when
+/// it holds no entry. A frame that fails ends the scan (what is before it
+/// counts). What the sidecar checks a reported position against when the
+/// member has nothing more to commit (`evidence::mark::DurableTracker`): one
+/// segment (at most 64 MB, most of it preallocated zeros), read only then.
+pub fn last_segment_end(wal_dir: &Path) -> Result<(u64, u64), WalError> {
+    let segments = list_segments(wal_dir)?;
+    let Some(last) = segments.last() else {
+        return Err(WalError::NoSegments {
+            dir: wal_dir.to_path_buf(),
+        });
+    };
+    let mut st = State {
+        independent: true,
+        ..State::default()
+    };
+    let mut buf = Vec::new();
+    scan_segment(last, &mut st, &mut buf)?;
+    Ok((st.last_index, st.last_term))
+}
+
 /// Reads every segment of `wal_dir` in order, verifying the CRC chain. See the
 /// module documentation for what is a torn tail and what is corruption.
 pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {

@@ -21,7 +21,8 @@
 //!
 //! Nothing else runs: no scheduler, no kubelet, no controller-manager. Pods are
 //! created and never scheduled; a test writes their status through `pods/status`
-//! as a kubelet would. There is no `default` ServiceAccount (the controller that
+//! as a kubelet would (or runs a real kubelet beside the server: `node/`, whose
+//! client certificates [`KubeApiServer::issue_client_cert`] signs). There is no `default` ServiceAccount (the controller that
 //! makes it is not running) and no `kube-root-ca.crt` ConfigMap: Pods name their
 //! ServiceAccount and tests create what they reference.
 //!
@@ -112,6 +113,7 @@ pub struct KubeApiServer {
     dir: tempfile::TempDir,
     port: u16,
     ca_pem: String,
+    ca: CaKey,
     admin_kubeconfig: PathBuf,
     log_path: PathBuf,
     child: Mutex<Option<Child>>,
@@ -200,6 +202,7 @@ impl KubeApiServer {
             dir,
             port,
             ca_pem: pki.ca_pem,
+            ca: pki.ca,
             admin_kubeconfig,
             log_path,
             child: Mutex::new(Some(child)),
@@ -237,6 +240,46 @@ impl KubeApiServer {
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
         let path = self.dir.path().join(format!("{name}.kubeconfig"));
         write_kubeconfig(&path, &self.url(), &self.ca_pem, json!({"token": token}));
+        path
+    }
+
+    /// The server's CA certificate (PEM): it signs the serving certificate and
+    /// every client certificate the server accepts.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The server's CA certificate file.
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// A client certificate and key (PEM) signed by the server's CA, for user
+    /// `cn` in group `org`: what a kubelet (`system:node:<node>`,
+    /// `system:nodes`) authenticates with.
+    pub fn issue_client_cert(&self, cn: &str, org: Option<&str>) -> (String, String) {
+        self.ca.issue(
+            Vec::new(),
+            cn,
+            org,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+
+    /// Writes a kubeconfig that authenticates with a client certificate (PEM) and
+    /// trusts the server's CA; returns its path (`<name>.kubeconfig` in the
+    /// server's dir).
+    pub fn cert_kubeconfig(&self, name: &str, cert_pem: &str, key_pem: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}.kubeconfig"));
+        write_kubeconfig(
+            &path,
+            &self.url(),
+            &self.ca_pem,
+            json!({
+                "client-certificate-data": super::base64_encode(cert_pem.as_bytes()),
+                "client-key-data": super::base64_encode(key_pem.as_bytes()),
+            }),
+        );
         path
     }
 
@@ -486,62 +529,86 @@ fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, user: Value) {
 /// The certificates and keys of one server, written into its dir.
 struct Pki {
     ca_pem: String,
+    ca: CaKey,
     admin_cert: String,
     admin_key: String,
+}
+
+/// The server's CA, kept to sign client certificates after start.
+struct CaKey {
+    params: rcgen::CertificateParams,
+    key_pem: String,
+}
+
+impl CaKey {
+    /// A leaf certificate and key (PEM) for `cn` (in `org`) with `sans`.
+    fn issue(
+        &self,
+        sans: Vec<String>,
+        cn: &str,
+        org: Option<&str>,
+        eku: rcgen::ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
+        use rcgen::{CertificateParams, DnType, Issuer, KeyPair, KeyUsagePurpose};
+        let ca_key = KeyPair::from_pem(&self.key_pem).unwrap_or_else(|e| panic!("{e}"));
+        let issuer = Issuer::from_params(&self.params, ca_key);
+        let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut params = CertificateParams::new(sans).unwrap_or_else(|e| panic!("{e}"));
+        params.distinguished_name.push(DnType::CommonName, cn);
+        if let Some(org) = org {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, org);
+        }
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![eku];
+        let cert = params
+            .signed_by(&key, &issuer)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (cert.pem(), key.serialize_pem())
+    }
 }
 
 impl Pki {
     fn generate(dir: &Path) -> Pki {
         use rcgen::{
-            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-            KeyPair, KeyUsagePurpose,
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
         };
         let write = |name: &str, text: &str| {
             std::fs::write(dir.join(name), text)
                 .unwrap_or_else(|e| panic!("cannot write {name}: {e}"))
         };
         let ca_key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
             .push(DnType::CommonName, "etcd-member-agent test kube CA");
-        ca.key_usages = vec![
+        params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca_pem = ca
+        let ca_pem = params
             .self_signed(&ca_key)
             .unwrap_or_else(|e| panic!("{e}"))
             .pem();
-        let issuer = Issuer::new(ca, ca_key);
-
-        let leaf = |sans: Vec<String>, cn: &str, org: Option<&str>, eku| {
-            let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
-            let mut params = CertificateParams::new(sans).unwrap_or_else(|e| panic!("{e}"));
-            params.distinguished_name.push(DnType::CommonName, cn);
-            if let Some(org) = org {
-                params
-                    .distinguished_name
-                    .push(DnType::OrganizationName, org);
-            }
-            params.key_usages = vec![
-                KeyUsagePurpose::DigitalSignature,
-                KeyUsagePurpose::KeyEncipherment,
-            ];
-            params.extended_key_usages = vec![eku];
-            let cert = params
-                .signed_by(&key, &issuer)
-                .unwrap_or_else(|e| panic!("{e}"));
-            (cert.pem(), key.serialize_pem())
+        let ca = CaKey {
+            params,
+            key_pem: ca_key.serialize_pem(),
         };
-        let (server_cert, server_key) = leaf(
+        let (server_cert, server_key) = ca.issue(
             vec!["127.0.0.1".to_owned(), "localhost".to_owned()],
             "kube-apiserver",
             None,
             ExtendedKeyUsagePurpose::ServerAuth,
         );
-        let (admin_cert, admin_key) = leaf(
+        let (admin_cert, admin_key) = ca.issue(
             Vec::new(),
             "etcd-member-agent-test-admin",
             Some("system:masters"),
@@ -559,6 +626,7 @@ impl Pki {
             .unwrap_or_else(|e| panic!("cannot create cert-dir: {e}"));
         Pki {
             ca_pem,
+            ca,
             admin_cert,
             admin_key,
         }

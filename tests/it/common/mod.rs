@@ -28,6 +28,7 @@ mod etcd;
 mod gateway;
 mod kube_apiserver;
 mod member;
+pub mod node;
 mod patience;
 mod ports;
 mod process;
@@ -41,14 +42,17 @@ pub use agent::{
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
 pub use etcd::{etcd35_dir, etcdutl_status, etcdutl_status_of, EtcdVersion};
-pub use gateway::{base64_encode, health, HttpConn};
+pub use gateway::{base64_decode, base64_encode, health, HttpConn};
 pub use kube_apiserver::{
     client_from, kube_apiserver_version, KubeApiServer, AGENT_SERVICE_ACCOUNT,
 };
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
 pub use patience::{ensure, eventually, patience, Deadline};
 pub use ports::free_port;
-pub use process::{per_process_dir, pid_exists, register, signal, unregister, wait_with_deadline};
+pub use process::{
+    per_process_dir, pid_exists, register, run_with_deadline, signal, unregister,
+    wait_with_deadline,
+};
 pub use skip::skip;
 pub use tree::{assert_tree_unchanged, entries, tree_diff, tree_snapshot};
 

@@ -228,10 +228,26 @@ pub fn run_schedule(fc: &mut FaultCluster, schedule: &Schedule, tag: &str) -> Ou
     {
         fc.make_earlier_volumes();
     }
-    let writer = Writer::start(tag, fc.cluster.client_urls());
+    let mut writer = Writer::start(tag, fc.cluster.client_urls());
     // Writes in flight before the first fault.
     std::thread::sleep(Duration::from_millis(300));
+    let mut incarnation = 0;
     for fault in &schedule.faults {
+        if matches!(fault, schedule::Fault::Recreate(_)) {
+            // The cluster is deleted on purpose: what it acknowledged goes
+            // with it. The new incarnation's writes are checked from here.
+            let gone = writer.stop();
+            fc.event(format!(
+                "the cluster is deleted: its {} acknowledged writes (and {} earlier) go with it",
+                gone.acked.len(),
+                fc.acked.len()
+            ));
+            fc.acked.clear();
+            fc.apply(*fault);
+            incarnation += 1;
+            writer = Writer::start(&format!("{tag}i{incarnation}"), fc.cluster.client_urls());
+            continue;
+        }
         fc.apply(*fault);
     }
     let heal = fc.heal();

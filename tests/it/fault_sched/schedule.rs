@@ -63,6 +63,21 @@ pub enum Fault {
     /// milliseconds after it started (an OOM kill or a node lost during the
     /// first sync): whatever it wrote by then is left.
     JoinKilled(usize, u64),
+    /// A crash-consistent copy of the member's volume, now (SIGSTOP, copy,
+    /// SIGCONT: a `VolumeSnapshot`), kept for a later [`Fault::Rollback`].
+    Copy(usize),
+    /// SIGKILL if running, then the volume is put back to the member's last
+    /// [`Fault::Copy`]: an older copy of itself (a snapshot or backup restored
+    /// under one member). Comes with a new Pod.
+    Rollback(usize),
+    /// The same for the WAL alone (`--wal-dir` on its own volume restored),
+    /// the db left current.
+    RollbackWal(usize),
+    /// The cluster is deleted and created again under the same member names
+    /// and peer URLs with a new token, the members in the mask (bit i = mi)
+    /// inheriting their volumes, the others on fresh ones; witnesses stay.
+    /// Formed like the operator forms it (the seed, then `member add`s).
+    Recreate(u32),
     /// Let the writers write for this many milliseconds.
     Pause(u64),
 }
@@ -79,6 +94,20 @@ impl fmt::Display for Fault {
             Fault::OldVolume(i) => write!(f, "old-volume m{i}"),
             Fault::FailedJoin(i) => write!(f, "failed-join m{i}"),
             Fault::JoinKilled(i, ms) => write!(f, "join-killed m{i} {ms}ms"),
+            Fault::Copy(i) => write!(f, "copy m{i}"),
+            Fault::Rollback(i) => write!(f, "rollback m{i}"),
+            Fault::RollbackWal(i) => write!(f, "rollback-wal m{i}"),
+            Fault::Recreate(mask) => {
+                let kept: Vec<String> = (0..32)
+                    .filter(|b| mask & (1 << b) != 0)
+                    .map(|b| format!("m{b}"))
+                    .collect();
+                if kept.is_empty() {
+                    write!(f, "recreate -")
+                } else {
+                    write!(f, "recreate {}", kept.join("+"))
+                }
+            }
             Fault::Pause(ms) => write!(f, "pause {ms}ms"),
         }
     }
@@ -105,6 +134,20 @@ impl Fault {
         if verb == "pause" {
             return millis(arg).map(Fault::Pause);
         }
+        if verb == "recreate" {
+            let mut mask = 0u32;
+            if arg != "-" {
+                for m in arg.split('+') {
+                    let n: u32 = m
+                        .strip_prefix('m')
+                        .and_then(|n| n.parse().ok())
+                        .filter(|&n| n < 32)
+                        .ok_or_else(|| format!("cannot parse member {m:?} of {arg:?}"))?;
+                    mask |= 1 << n;
+                }
+            }
+            return Ok(Fault::Recreate(mask));
+        }
         let member: usize = arg
             .strip_prefix('m')
             .and_then(|n| n.parse().ok())
@@ -115,6 +158,9 @@ impl Fault {
                 Ok(Fault::JoinKilled(member, millis(ms)?))
             }
             "old-volume" => Ok(Fault::OldVolume(member)),
+            "copy" => Ok(Fault::Copy(member)),
+            "rollback" => Ok(Fault::Rollback(member)),
+            "rollback-wal" => Ok(Fault::RollbackWal(member)),
             "failed-join" => Ok(Fault::FailedJoin(member)),
             "kill" => Ok(Fault::Kill(member)),
             "freeze" => Ok(Fault::Freeze(member)),
@@ -132,7 +178,8 @@ impl Fault {
             Fault::Kill(i) | Fault::Freeze(i) | Fault::Thaw(i) | Fault::Wipe(i) => Some(i),
             Fault::Restart(i) | Fault::RestartUnguarded(i) => Some(i),
             Fault::OldVolume(i) | Fault::FailedJoin(i) | Fault::JoinKilled(i, _) => Some(i),
-            Fault::Pause(_) => None,
+            Fault::Copy(i) | Fault::Rollback(i) | Fault::RollbackWal(i) => Some(i),
+            Fault::Pause(_) | Fault::Recreate(_) => None,
         }
     }
 }
@@ -144,6 +191,13 @@ pub enum Shape {
     Random,
     /// The wiped-voter pattern with random roles.
     LaggingVoter,
+    /// A member's volume put back to an older copy of itself (or its WAL
+    /// alone) while the members that acknowledged the writes since are down,
+    /// and the lagging ones come back.
+    RolledBack,
+    /// The cluster deleted and created again under the same names, some
+    /// members inheriting their volumes, the witnesses left behind.
+    Recreated,
     /// Given explicitly (`FAULT_SEQUENCE`, or a test).
     Explicit,
 }
@@ -177,10 +231,10 @@ impl Schedule {
             .filter(|s| !s.is_empty())
             .map(Fault::parse)
             .collect::<Result<Vec<_>, _>>()?;
-        if let Some(bad) = faults
-            .iter()
-            .find(|f| f.member().is_some_and(|i| i >= members))
-        {
+        if let Some(bad) = faults.iter().find(|f| {
+            f.member().is_some_and(|i| i >= members)
+                || matches!(f, Fault::Recreate(mask) if mask >> members != 0)
+        }) {
             return Err(format!("{bad}: the cluster has {members} members"));
         }
         Ok(Schedule {
@@ -198,12 +252,84 @@ impl Schedule {
         let mut rng = Rng::new(seed ^ 0x5eed_fa17_0000_0000);
         let mut model = Model::new(members);
         let mut faults = Vec::new();
-        let shape = if rng.chance(2, 5) {
+        // The shapes added for issue 29 are drawn from a stream of their own,
+        // so the others keep the faults they had for the seeds they still get.
+        let mut pick = Rng::new(seed ^ 0x0029_b0c4_0000_0000);
+        let shape = if pick.chance(1, 5) {
+            Shape::RolledBack
+        } else if pick.chance(1, 16) {
+            Shape::Recreated
+        } else if rng.chance(2, 5) {
             Shape::LaggingVoter
         } else {
             Shape::Random
         };
         match shape {
+            Shape::RolledBack => {
+                let f = model.tolerance();
+                let mut order: Vec<usize> = (0..members).collect();
+                rng.shuffle(&mut order);
+                let back = order[0];
+                let lagging = order[1..=f].to_vec();
+                let holders = order[1 + f..].to_vec();
+                faults.push(Fault::Copy(back));
+                faults.push(Fault::Pause(rng.between(200, 800)));
+                // The lagging members miss the writes the others acknowledge.
+                let mut returns = Vec::new();
+                for &l in &lagging {
+                    if rng.chance(1, 2) {
+                        faults.push(Fault::Freeze(l));
+                        returns.push(Fault::Thaw(l));
+                    } else {
+                        faults.push(Fault::Kill(l));
+                        returns.push(Fault::Restart(l));
+                    }
+                }
+                faults.push(Fault::Pause(rng.between(800, 2500)));
+                let mut hits = vec![Fault::Kill(back)];
+                hits.extend(holders.iter().map(|&h| Fault::Kill(h)));
+                rng.shuffle(&mut hits);
+                for hit in hits {
+                    faults.push(hit);
+                    if rng.chance(1, 2) {
+                        faults.push(Fault::Pause(rng.between(50, 300)));
+                    }
+                }
+                faults.push(if rng.chance(1, 3) {
+                    Fault::RollbackWal(back)
+                } else {
+                    Fault::Rollback(back)
+                });
+                returns.push(Fault::Restart(back));
+                rng.shuffle(&mut returns);
+                for step in returns {
+                    faults.push(step);
+                    faults.push(Fault::Pause(rng.between(100, 1500)));
+                }
+                for fault in &faults {
+                    model.apply(*fault);
+                }
+                for _ in 0..rng.between(0, 1) {
+                    model.random_step(&mut rng, &mut faults);
+                }
+            }
+            Shape::Recreated => {
+                for _ in 0..rng.between(0, 2) {
+                    model.random_step(&mut rng, &mut faults);
+                }
+                let f = model.tolerance();
+                let mut order: Vec<usize> = (0..members).collect();
+                rng.shuffle(&mut order);
+                let kept = rng.between(1, f as u64) as usize;
+                let mask = order[..kept].iter().fold(0u32, |m, &i| m | 1 << i);
+                let fault = Fault::Recreate(mask);
+                model.apply(fault);
+                faults.push(fault);
+                faults.push(Fault::Pause(rng.between(300, 1200)));
+                for _ in 0..rng.between(0, 2) {
+                    model.random_step(&mut rng, &mut faults);
+                }
+            }
             Shape::LaggingVoter => {
                 let f = model.tolerance();
                 let mut order: Vec<usize> = (0..members).collect();
@@ -277,16 +403,24 @@ impl Schedule {
     }
 
     /// Members this schedule wipes (or whose data it replaces: an old volume, a
-    /// remedy).
+    /// remedy, a rollback), in the cluster as it is at its end.
     pub fn wiped(&self) -> Vec<usize> {
-        let mut wiped: Vec<usize> = self
+        // A recreated cluster is another cluster: what the deleted one lost
+        // is not the new one's.
+        let since = self
             .faults
+            .iter()
+            .rposition(|f| matches!(f, Fault::Recreate(_)))
+            .map_or(0, |at| at + 1);
+        let mut wiped: Vec<usize> = self.faults[since..]
             .iter()
             .filter_map(|f| match f {
                 Fault::Wipe(i)
                 | Fault::OldVolume(i)
                 | Fault::FailedJoin(i)
-                | Fault::JoinKilled(i, _) => Some(*i),
+                | Fault::JoinKilled(i, _)
+                | Fault::Rollback(i)
+                | Fault::RollbackWal(i) => Some(*i),
                 _ => None,
             })
             .collect();
@@ -307,6 +441,7 @@ enum State {
 struct Model {
     state: Vec<State>,
     wiped: Vec<bool>,
+    copied: Vec<bool>,
 }
 
 impl Model {
@@ -314,6 +449,7 @@ impl Model {
         Model {
             state: vec![State::Up; members],
             wiped: vec![false; members],
+            copied: vec![false; members],
         }
     }
 
@@ -338,6 +474,15 @@ impl Model {
                 self.state[i] = State::Down;
                 self.wiped[i] = true;
             }
+            Fault::Copy(i) => self.copied[i] = true,
+            Fault::Rollback(i) | Fault::RollbackWal(i) => {
+                self.state[i] = State::Down;
+                self.wiped[i] = true;
+            }
+            // A new cluster, every member up: nothing wiped or copied in it.
+            Fault::Recreate(_) => {
+                *self = Model::new(self.state.len());
+            }
             Fault::Pause(_) => {}
         }
     }
@@ -360,6 +505,13 @@ impl Model {
                     options.push((Fault::Restart(i), 4));
                     options.push((Fault::RestartUnguarded(i), 2));
                 }
+            }
+            if self.state[i] == State::Up && !self.copied[i] {
+                options.push((Fault::Copy(i), 1));
+            }
+            if self.copied[i] && (self.wiped[i] || wiped < self.tolerance()) {
+                options.push((Fault::Rollback(i), 1));
+                options.push((Fault::RollbackWal(i), 1));
             }
             if self.wiped[i] || wiped < self.tolerance() {
                 options.push((Fault::Wipe(i), 2));
@@ -502,5 +654,56 @@ mod tests {
                 Schedule::generate(seed, 3)
             );
         }
+    }
+
+    #[test]
+    fn rolled_back_volumes_and_recreated_clusters_are_drawn() {
+        let mut rolled = 0;
+        let mut wal_only = 0;
+        let mut recreated = 0;
+        for seed in 0..500u64 {
+            let s = Schedule::generate(seed, 3);
+            match s.shape {
+                Shape::RolledBack => {
+                    rolled += 1;
+                    // The copy comes before the rollback, of the same member.
+                    let copy = s.faults.iter().position(|f| matches!(f, Fault::Copy(_)));
+                    let back = s
+                        .faults
+                        .iter()
+                        .position(|f| matches!(f, Fault::Rollback(_) | Fault::RollbackWal(_)));
+                    assert!(copy < back && back.is_some(), "seed {seed}: {s}");
+                    if s.faults.iter().any(|f| matches!(f, Fault::RollbackWal(_))) {
+                        wal_only += 1;
+                    }
+                }
+                Shape::Recreated => {
+                    recreated += 1;
+                    let mask = s.faults.iter().find_map(|f| match f {
+                        Fault::Recreate(m) => Some(*m),
+                        _ => None,
+                    });
+                    assert!(
+                        mask.is_some_and(|m| m != 0 && m.count_ones() <= 1),
+                        "seed {seed}: {s}"
+                    );
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            rolled >= 70 && wal_only >= 15 && recreated >= 10,
+            "of 500 seeds: {rolled} roll a member back ({wal_only} its WAL alone), {recreated} recreate the cluster"
+        );
+        let s = Schedule::parse(
+            5,
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -",
+        )
+        .unwrap();
+        assert_eq!(
+            s.to_string(),
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -"
+        );
+        assert!(Schedule::parse(3, "recreate m3").is_err());
     }
 }

@@ -183,6 +183,21 @@ pub struct FaultCluster {
     first_start_failed: BTreeSet<usize>,
     /// The earlier incarnation's data dirs (`m0`, `m1`, …), once made.
     earlier: Option<PathBuf>,
+    /// The newest crash-consistent copy of each member's volume ([`Fault::Copy`]).
+    copies: Vec<Option<PathBuf>>,
+    /// Members whose volume was put back to an older copy of itself since they
+    /// last started: a refusal (`refuse-rolled-back`) is right for them, and so
+    /// is a start (behind nothing known, or on its leader's word).
+    rolled_back: BTreeSet<usize>,
+    /// The current incarnation's token, once the cluster was recreated.
+    token: Option<String>,
+    /// Recreations so far.
+    incarnations: u32,
+    /// Members bootstrapping a recreated cluster: `bootstrap` is expected.
+    bootstrapping: BTreeSet<usize>,
+    /// The witness sidecars (guarded mode): `serve` beside each member, keeping
+    /// its witness file on a directory of its own (another volume).
+    sidecars: Vec<Option<Sidecar>>,
     scratch: tempfile::TempDir,
     preflights: u64,
     clock: Instant,
@@ -191,6 +206,7 @@ pub struct FaultCluster {
 impl FaultCluster {
     /// Forms a cluster of `members` like the operator (seed, then `member add`s).
     pub fn form(version: EtcdVersion, members: usize, mode: Mode) -> FaultCluster {
+        let n = members;
         let cluster = Cluster::builder(version)
             .members(members)
             .token("fault-schedules")
@@ -215,10 +231,53 @@ impl FaultCluster {
             published_join_killed: BTreeSet::new(),
             first_start_failed: BTreeSet::new(),
             earlier: None,
+            copies: vec![None; n],
+            rolled_back: BTreeSet::new(),
+            token: None,
+            incarnations: 0,
+            bootstrapping: BTreeSet::new(),
+            sidecars: (0..n).map(|_| None).collect(),
             scratch: tempfile::tempdir().expect("a temp dir for verdict files"),
             preflights: 0,
             clock: Instant::now(),
         }
+        .with_sidecars()
+    }
+
+    /// In guarded mode, a witness sidecar beside every member, and every
+    /// member restarted once through `preflight` (a rolling restart: the
+    /// cluster was formed without it), so each sidecar holds its member's
+    /// verdict — as in a Pod, where the sidecar waits for it — and keeps its
+    /// witness from then on.
+    fn with_sidecars(mut self) -> FaultCluster {
+        if self.mode != Mode::Guarded {
+            return self;
+        }
+        for i in 0..self.len() {
+            let dir = self.witness_dir(i);
+            std::fs::create_dir_all(&dir)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+            let m = &self.cluster[i];
+            self.sidecars[i] = Some(Sidecar::start(m.client_url(), m.data_dir(), &dir));
+        }
+        for i in 0..self.len() {
+            self.cluster[i].stop();
+            if let Err(p) = self.start(i) {
+                panic!(
+                    "the rolling restart through preflight refused m{i}: {} (exit {}): {}",
+                    p.verdict, p.code, p.reason
+                );
+            }
+            self.cluster[i].wait_healthy();
+        }
+        self.event("every member restarted once through preflight, beside its witness sidecar");
+        self
+    }
+
+    /// Member `i`'s witness directory: its witness file and the verdict file of
+    /// its latest start (a volume of its own, outliving its data's).
+    fn witness_dir(&self, i: usize) -> PathBuf {
+        self.scratch.path().join(format!("witness-m{i}"))
     }
 
     /// Starts a new schedule's counters, events and clock.
@@ -226,6 +285,11 @@ impl FaultCluster {
         self.counters = Counters::default();
         self.events.clear();
         self.clock = Instant::now();
+        // A copy is of this schedule's: a rollback puts a member back to the
+        // copy its own schedule took.
+        for c in &mut self.copies {
+            *c = None;
+        }
     }
 
     /// Number of members.
@@ -322,6 +386,55 @@ impl FaultCluster {
                 }
                 refusal = self.first_start(fault, i);
             }
+            Fault::Copy(i) => {
+                let dest = self.scratch.path().join(format!("copy-m{i}"));
+                let _ = std::fs::remove_dir_all(&dest);
+                // A crash-consistent image, as a VolumeSnapshot takes it: the
+                // process stopped between two syscalls while the files are read.
+                let freeze = m(i).is_running() && !m(i).is_frozen();
+                if freeze {
+                    m(i).freeze();
+                }
+                copy_tree(m(i).data_dir(), &dest);
+                if freeze {
+                    m(i).thaw();
+                }
+                self.copies[i] = Some(dest);
+                self.event(format!("{fault} (its volume as it is now)"));
+            }
+            Fault::Rollback(i) | Fault::RollbackWal(i) => {
+                let Some(copy) = self.copies[i].clone() else {
+                    self.event(format!("{fault}: no copy taken, nothing to do"));
+                    return None;
+                };
+                if m(i).is_running() {
+                    m(i).kill9();
+                }
+                if matches!(fault, Fault::Rollback(_)) {
+                    m(i).wipe_data_dir();
+                    copy_tree(&copy, m(i).data_dir());
+                } else {
+                    let wal = m(i).wal_dir();
+                    std::fs::remove_dir_all(&wal)
+                        .unwrap_or_else(|e| panic!("cannot remove {}: {e}", wal.display()));
+                    copy_tree(&copy.join("member").join("wal"), &wal);
+                }
+                self.volume_replaced(i);
+                self.rolled_back.insert(i);
+                self.event(format!(
+                    "{fault} (kill -9, {} put back to the copy)",
+                    if matches!(fault, Fault::Rollback(_)) {
+                        "volume"
+                    } else {
+                        "WAL alone"
+                    }
+                ));
+            }
+            Fault::Recreate(mask) => {
+                if let Err(e) = self.recreate(mask) {
+                    self.event(format!("{fault}: {e}"));
+                }
+            }
             Fault::RestartUnguarded(i)
                 if m(i).data_dir().join("member").exists()
                     && !self.refused.contains(&i)
@@ -356,10 +469,19 @@ impl FaultCluster {
     /// The data of member `i` is gone or replaced: a new Pod, no remedy under way.
     fn volume_replaced(&mut self, i: usize) {
         self.published_join_killed.remove(&i);
+        self.rolled_back.remove(&i);
         self.new_volume.insert(i);
         self.old_volume.remove(&i);
         self.joining.remove(&i);
         self.first_start_failed.remove(&i);
+    }
+
+    /// Every member but `i` runs and answers healthy.
+    fn others_healthy(&self, i: usize) -> bool {
+        (0..self.len()).filter(|&j| j != i).all(|j| {
+            self.cluster[j].is_running()
+                && health(self.cluster[j].client_url(), Duration::from_secs(2)).is_ok()
+        })
     }
 
     /// Why `member add` for `i` cannot work now: another member not answering.
@@ -445,6 +567,91 @@ impl FaultCluster {
         }
     }
 
+    /// [`Fault::Recreate`]: the cluster deleted (every member killed), then
+    /// created again under the same member names and peer URLs with a new
+    /// token, as the operator forms a cluster: the seed bootstraps, then each
+    /// other member is `member add`ed and started. The members of `mask` keep
+    /// their volumes (an earlier incarnation's, now), the others get fresh
+    /// ones; the witnesses stay. Guarded, an inherited volume is refused and
+    /// wiped (the seed then bootstraps, a joiner joins); a fresh one is never
+    /// refused on the earlier incarnation's witness.
+    fn recreate(&mut self, mask: u32) -> Result<(), String> {
+        let n = self.len();
+        for i in 0..n {
+            if self.cluster[i].is_running() {
+                self.cluster[i].kill9();
+            }
+        }
+        self.incarnations += 1;
+        let token = format!("fault-schedules-{}", self.incarnations);
+        self.token = Some(token.clone());
+        for i in 0..n {
+            self.initial_cluster[i] = None;
+            self.joining.remove(&i);
+            self.refused.remove(&i);
+            self.first_start_failed.remove(&i);
+            if mask & (1 << i) != 0 {
+                self.volume_replaced(i);
+                self.old_volume.insert(i);
+            } else {
+                self.cluster[i].wipe_data_dir();
+                self.volume_replaced(i);
+            }
+        }
+        let seed = &self.cluster[0];
+        let seed_id =
+            etcd_member_agent::disk::ids::member_id(&[seed.peer_url().to_owned()], &token);
+        self.cluster_id = etcd_member_agent::disk::ids::cluster_id(&[seed_id]).get();
+        self.event(format!(
+            "recreate: the cluster deleted, created again with token {token} (cluster {:016x}); {} inherit their volumes",
+            self.cluster_id,
+            names(&(0..n).filter(|i| mask & (1 << i) != 0).collect::<Vec<_>>())
+        ));
+        self.bootstrapping.insert(0);
+        let formed = self.recreate_member(0);
+        self.bootstrapping.remove(&0);
+        formed?;
+        for i in 1..n {
+            self.member_add(i)?;
+            self.recreate_member(i)?;
+        }
+        self.event("recreate: every member of the new incarnation healthy");
+        Ok(())
+    }
+
+    /// Starts member `i` of a recreated cluster; an inherited volume refused
+    /// is given a fresh one (the operator's remedy for a PVC it cannot use),
+    /// and the member starts again.
+    fn recreate_member(&mut self, i: usize) -> Result<(), String> {
+        if let Err(p) = self.start(i) {
+            if !self.old_volume.contains(&i) {
+                return Err(format!(
+                    "recreate: m{i} refused on a fresh volume: {} (exit {}): {}",
+                    p.verdict, p.code, p.reason
+                ));
+            }
+            self.cluster[i].wipe_data_dir();
+            let joining = self.joining.contains(&i);
+            self.volume_replaced(i);
+            if joining {
+                self.joining.insert(i);
+            }
+            self.counters.remedies += 1;
+            self.event(format!(
+                "recreate: m{i}'s inherited volume refused; a fresh one"
+            ));
+            self.start(i).map_err(|p| {
+                format!(
+                    "recreate: m{i} refused on its fresh volume: {} (exit {}): {}",
+                    p.verdict, p.code, p.reason
+                )
+            })?;
+        }
+        self.cluster[i]
+            .try_wait_healthy(patience())
+            .map_err(|e| format!("recreate: m{i} not healthy: {e}"))
+    }
+
     /// Makes, once, the volumes an earlier cluster of the same name left: each
     /// member in turn is stopped, started alone on a scratch directory with
     /// another token (a one-member cluster with its name and peer URL), writes a
@@ -486,11 +693,40 @@ impl FaultCluster {
     /// only when `preflight` exits 0. Returns the refusal otherwise.
     pub fn start(&mut self, i: usize) -> Result<(), Preflight> {
         if self.mode == Mode::Guarded {
+            // A replaced volume comes with a new Pod, and so with a new
+            // sidecar (it reads the WAL at boot); the witness file, on a
+            // volume of its own, stays.
+            if self.new_volume.contains(&i) {
+                let dir = self.witness_dir(i);
+                let m = &self.cluster[i];
+                self.sidecars[i] = None;
+                self.sidecars[i] = Some(Sidecar::start(m.client_url(), m.data_dir(), &dir));
+            }
             let p = self.preflight(i);
             if p.code != 0 {
                 self.refused.insert(i);
                 if self.joining.contains(&i) && p.code != 14 {
                     self.refused_joiner(i, &p);
+                }
+                // A member whose data nothing replaced since it last ran
+                // (killed -9 at any moment, frozen, restarted) must start: a
+                // refusal of it is a false one. `phase-unknown` (14) is a wait.
+                let replaced = self.new_volume.contains(&i)
+                    || self.rolled_back.contains(&i)
+                    || self.joining.contains(&i)
+                    || self.first_start_failed.contains(&i)
+                    || self.published_join_killed.contains(&i)
+                    || self.bootstrapping.contains(&i);
+                if !replaced && p.code != 14 {
+                    let what = format!(
+                        "preflight refused {}, whose data nothing replaced since it last ran: {} (exit {}): {}",
+                        self.name(i),
+                        p.verdict,
+                        p.code,
+                        p.reason
+                    );
+                    self.event(format!("ANOMALY: {what}"));
+                    self.counters.anomalies.push(what);
                 }
                 return Err(p);
             }
@@ -509,7 +745,9 @@ impl FaultCluster {
             // A re-added member is joined on its empty directory; what a failed
             // first start left is joined, or started when its log is empty
             // (row 5b) or it had caught up.
-            let expected: &[&str] = if self.first_start_failed.contains(&i) {
+            let expected: &[&str] = if self.bootstrapping.contains(&i) {
+                &["bootstrap"]
+            } else if self.first_start_failed.contains(&i) {
                 &["join", "start"]
             } else if self.joining.contains(&i) {
                 &["join"]
@@ -534,6 +772,7 @@ impl FaultCluster {
             }
         }
         self.new_volume.remove(&i);
+        self.rolled_back.remove(&i);
         self.spawn(i);
         Ok(())
     }
@@ -570,13 +809,17 @@ impl FaultCluster {
     /// etcd with the member's current flags (frozen, or rewritten by a remedy).
     fn spawn(&self, i: usize) {
         let m = &self.cluster[i];
-        match self.initial_cluster[i].clone() {
-            None => m.start(),
-            Some(ic) => m.start_with(move |f| {
+        let ic = self.initial_cluster[i].clone();
+        let token = self.token.clone();
+        m.start_with(move |f| {
+            if let Some(ic) = ic {
                 f.initial_cluster = ic;
                 f.initial_cluster_state = ClusterState::Existing;
-            }),
-        }
+            }
+            if let Some(t) = token {
+                f.token = t;
+            }
+        });
     }
 
     /// The init container's env for member `i` (with its current
@@ -592,6 +835,13 @@ impl FaultCluster {
                 }
             }
         }
+        if let Some(t) = &self.token {
+            for (k, v) in env.iter_mut() {
+                if k == "ETCD_INITIAL_CLUSTER_TOKEN" {
+                    *v = t.clone();
+                }
+            }
+        }
         let n = self.preflights;
         let scratch = self.scratch.path();
         env.push(("AGENT_KUBE".into(), "false".into()));
@@ -603,13 +853,26 @@ impl FaultCluster {
                 .display()
                 .to_string(),
         ));
+        // The verdict where this member's sidecar reads it, and the witness
+        // file it keeps (guarded mode; the baseline has no agent at all).
+        let witness = self.witness_dir(i);
         env.push((
             "AGENT_VERDICT_FILE".into(),
-            scratch
-                .join(format!("verdict-{n}.json"))
-                .display()
-                .to_string(),
+            witness.join("preflight.json").display().to_string(),
         ));
+        env.push((
+            "AGENT_WITNESS_FILE".into(),
+            witness.join("witness.json").display().to_string(),
+        ));
+        // A recreated cluster's seed: no operator here to say the cluster has
+        // not formed, so its first start is the documented one without
+        // evidence (which still refuses on any evidence that it started).
+        if self.bootstrapping.contains(&i) {
+            env.push((
+                "AGENT_ALLOW_BOOTSTRAP_WITHOUT_EVIDENCE".into(),
+                "true".into(),
+            ));
+        }
         env
     }
 
@@ -649,7 +912,7 @@ impl FaultCluster {
                 self.counters.refusals_after_a_published_join += 1;
             }
         }
-        if p.verdict == "bootstrap" {
+        if p.verdict == "bootstrap" && !self.bootstrapping.contains(&i) {
             let what = format!(
                 "preflight said bootstrap for {} of a formed cluster: {}",
                 self.name(i),
@@ -697,6 +960,16 @@ impl FaultCluster {
                     }
                     // Nobody answered yet: ask again once the others are up.
                     Err(p) if p.code == 14 => {}
+                    // Behind what it reached: it starts on its leader's word
+                    // once the members holding the data lead (row 5d); the
+                    // remedy only when every other member runs healthy and it
+                    // is still refused.
+                    Err(p) if p.code == 17 && !self.others_healthy(i) => {
+                        self.event(format!(
+                            "heal: m{i} refused ({}); again once the others are up",
+                            p.verdict
+                        ));
+                    }
                     Err(p) => {
                         self.event(format!(
                             "heal: m{i} refused ({}); remedy after the others are up",
@@ -868,17 +1141,31 @@ impl FaultCluster {
     fn member_add(&mut self, i: usize) -> Result<(), String> {
         let (name, peer) = (self.name(i), self.cluster[i].peer_url().to_string());
         let peer_flag = format!("--peer-urls={peer}");
-        eventually(patience(), || {
+        let printed = eventually(patience(), || {
             let out = self
                 .cluster
                 .etcdctl(["member", "add", name.as_str(), peer_flag.as_str()]);
             let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            if out.status.success() || err.contains("already exists") {
-                Ok(())
+            if out.status.success() {
+                // What `member add` printed: right after adding a second
+                // member to a cluster of one, the cluster has no quorum until
+                // the new member starts, and a member list would not answer.
+                Ok(String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("ETCD_INITIAL_CLUSTER="))
+                    .map(|v| v.trim_matches('"').to_string()))
+            } else if err.contains("already exists") {
+                Ok(None)
             } else {
                 Err(format!("member add {name}: {}", last_line(&err)))
             }
         })?;
+        if let Some(ic) = printed {
+            self.event(format!("{name}: member add → --initial-cluster={ic}"));
+            self.initial_cluster[i] = Some(ic);
+            self.joining.insert(i);
+            return Ok(());
+        }
         let list = self.member_list()?;
         let ic: Vec<String> = list
             .iter()
@@ -933,6 +1220,57 @@ impl FaultCluster {
             .iter()
             .map(|&i| format!("\n--- m{i} log tail ---\n{}", self.cluster[i].log_tail(8)))
             .collect()
+    }
+}
+
+/// `serve` beside one member, as the native sidecar of its Pod: it keeps the
+/// member's witness file in `dir` (and reads the verdict file preflight writes
+/// there). Stopped by its PID when dropped.
+pub struct Sidecar {
+    child: std::process::Child,
+}
+
+impl Sidecar {
+    fn start(endpoint: &str, data_dir: &Path, dir: &Path) -> Sidecar {
+        let log = std::fs::File::create(dir.join("serve.log"))
+            .unwrap_or_else(|e| panic!("cannot create the sidecar's log: {e}"));
+        let mut cmd = std::process::Command::new(agent_binary());
+        cmd.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        let child = cmd
+            .arg("serve")
+            .arg(format!("--endpoints={endpoint}"))
+            .arg(format!("--data-dir={}", data_dir.display()))
+            .arg(format!(
+                "--verdict-file={}",
+                dir.join("preflight.json").display()
+            ))
+            .arg(format!(
+                "--witness-file={}",
+                dir.join("witness.json").display()
+            ))
+            .arg(format!("--grpc-listen=127.0.0.1:{}", free_port()))
+            .arg(format!("--http-listen=127.0.0.1:{}", free_port()))
+            .arg("--poll-interval=500ms")
+            .arg("--poll-timeout=1s")
+            .arg("--kube=false")
+            .arg("--initial-cluster-token=fault-schedules")
+            .env("AGENT_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the witness sidecar: {e}"));
+        Sidecar { child }
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -999,6 +1337,7 @@ fn debris(m: &Member) -> String {
 
 /// Copies the tree at `from` into the existing directory `to`.
 fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("cannot create {}: {e}", to.display()));
     let entries =
         std::fs::read_dir(from).unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
     for entry in entries {

@@ -1,0 +1,438 @@
+//! A log that went backwards (issue 29, docs/decision-table.md rows 5d, 5e,
+//! 6e–6g), through real etcd clusters and a real `serve` keeping the witness
+//! file on a directory of its own (another volume than the data's):
+//!
+//! * a member's volume put back to an older copy of itself, while the members
+//!   that hold the newer data are down: refused (`refuse-rolled-back`, 17); once
+//!   they are back and lead, it starts and catches up, and every acknowledged
+//!   write is still there;
+//! * its WAL alone put back under a current db: refused on the directory's own
+//!   word, no witness needed; the same way out;
+//! * etcd's documented disaster recovery (every member restored from a snapshot
+//!   under its own name, cluster and token) under witnesses that saw more:
+//!   refused until the rollback is acknowledged (the witnesses removed) or the
+//!   restore is bumped above their revision; then it starts and becomes ready.
+//!
+//! Each case fails on the agent before this rule: it said `start` (row 5).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::preflight_support::*;
+use crate::serve_support::Serve;
+
+/// The sidecar of one member, keeping its witness file on a directory of its
+/// own, and reading the verdict file of this "Pod start".
+struct Sidecar {
+    serve: Serve,
+    file: PathBuf,
+}
+
+/// Starts `serve` beside `member`: its witness file in `pod` (kept across
+/// sidecars of the same member, as a volume other than the data's would be).
+fn sidecar(member: &Member, pod: &Path) -> Sidecar {
+    let file = pod.join("witness.json");
+    let serve = Serve::beside(member.client_url())
+        .data_dir(member.data_dir())
+        .verdict_file(&pod.join("preflight.json"))
+        .arg(format!("--witness-file={}", file.display()))
+        .start();
+    Sidecar { serve, file }
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl Sidecar {
+    /// Waits until the witness file records at least `index`, proven on disk.
+    fn wait_mark(&self, index: u64) -> Value {
+        assert_eventually!(
+            read_json(&self.file).and_then(|doc| {
+                ensure(
+                    doc["format"] == 2 && doc["raft_index"].as_u64().unwrap_or(0) >= index,
+                    format!("the witness file holds {doc}"),
+                )
+                .map(|()| doc)
+            }),
+            "the witness records raft index {index}\n{}",
+            self.serve.log()
+        )
+    }
+}
+
+/// The member's raft index as it reports it.
+fn raft_index(member: &Member) -> u64 {
+    member.endpoint_status()["raftIndex"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{} reports no raftIndex", member.name()))
+}
+
+/// `n` writes through `member`, each acknowledged.
+fn acknowledged(member: &Member, prefix: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let key = format!("{prefix}{i}");
+            assert_eventually!(member.try_put(&key, "acked"), "put {key}");
+            key
+        })
+        .collect()
+}
+
+/// preflight's env for member `i`, with its witness file.
+fn env_with_witness(cluster: &Cluster, i: usize, file: &Path) -> Env {
+    with(
+        &cluster.agent_env(i),
+        "AGENT_WITNESS_FILE",
+        file.display().to_string(),
+    )
+}
+
+/// Every key is readable (linearizably) through `member`.
+#[track_caller]
+fn all_readable(step: &str, member: &Member, keys: &[String]) {
+    for key in keys {
+        assert_eventually!(
+            member
+                .try_get(key, false)
+                .and_then(|v| ensure(v.as_deref() == Some("acked"), format!("{key} is {v:?}"))),
+            "{step}: {} serves {key}",
+            member.name()
+        );
+    }
+}
+
+/// Issue 29 case 1.
+fn a_volume_put_back_to_an_older_copy_of_itself(version: EtcdVersion) {
+    let mut cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("rollback-{}", version.label()))
+        .start();
+    let pod = scratch();
+    let w1 = sidecar(&cluster[1], pod.path());
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/formed");
+    w1.wait_mark(raft_index(&cluster[1]));
+
+    // A consistent copy of m1's volume at T (a VolumeSnapshot of a stopped
+    // member), then m1 serves on.
+    let backup = scratch();
+    let copy = backup.path().join("data");
+    cluster[1].stop();
+    copy_dir(cluster[1].data_dir(), &copy);
+    cluster[1].start();
+    cluster[1].wait_healthy();
+
+    // m2 is down; 20 writes are acknowledged by m0 and m1.
+    cluster[2].stop();
+    let keys = acknowledged(&cluster[1], "acked/", 20);
+    let reached = raft_index(&cluster[1]);
+    let mark = w1.wait_mark(reached);
+    drop(w1);
+
+    // m0 and m1 stop; m1's volume is put back to the copy; m2 comes back.
+    cluster[0].stop();
+    cluster[1].stop();
+    std::fs::remove_dir_all(cluster[1].data_dir()).expect("remove m1's data");
+    copy_dir(&copy, cluster[1].data_dir());
+    cluster[2].start();
+
+    let step = "m1 on its older copy, the holders of the writes down";
+    let env = env_with_witness(&cluster, 1, &pod.path().join("witness.json"));
+    let v = preflight(&env);
+    v.expect(step, 17, "refuse-rolled-back")
+        .row(step, "6e")
+        .reason_mentions(step, "witness file")
+        .reason_mentions(
+            step,
+            &format!("{}", mark["raft_index"].as_u64().unwrap_or_default()),
+        );
+    assert!(
+        v.doc()["remedy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rm "),
+        "{step}: the remedy names how to clear the witness\n{}",
+        v.run
+    );
+
+    // The way out: the member that holds the writes comes back and leads.
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    cluster[2].wait_healthy();
+    let step = "m1 on its older copy, the holders back";
+    let verdict_file = pod.path().join("preflight.json");
+    let env = with(
+        &env,
+        "AGENT_VERDICT_FILE",
+        verdict_file.display().to_string(),
+    );
+    let started = assert_eventually!(
+        {
+            let v = preflight(&env);
+            ensure(v.run.code == 0, format!("{}", v.run)).map(|()| v)
+        },
+        "{step}: preflight lets it start once the leader holds the writes"
+    );
+    started.expect(step, 0, "start").row(step, "5d");
+    // The sidecar of this start holds it to the mark: not ready before it
+    // caught up, ready after.
+    let w1 = sidecar(&cluster[1], pod.path());
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    w1.serve.wait_readyz(200);
+    all_readable(step, &cluster[1], &keys);
+    serves_the_data(step, &cluster[1]);
+    // Nothing of the history was lost: the old members agree with m1.
+    all_readable(step, &cluster[2], &keys);
+    let _ = &mut cluster;
+}
+
+/// Issue 29 case 2: the WAL alone put back under a current db.
+fn a_wal_put_back_under_a_current_db(version: EtcdVersion) {
+    let cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("wal-rollback-{}", version.label()))
+        .start();
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/formed");
+    let backup = scratch();
+    let wal_copy = backup.path().join("wal");
+    cluster[1].stop();
+    copy_dir(&cluster[1].wal_dir(), &wal_copy);
+    cluster[1].start();
+    cluster[1].wait_healthy();
+
+    cluster[2].stop();
+    let keys = acknowledged(&cluster[1], "acked/", 20);
+    cluster[0].stop();
+    cluster[1].stop();
+    std::fs::remove_dir_all(cluster[1].wal_dir()).expect("remove m1's WAL");
+    copy_dir(&wal_copy, &cluster[1].wal_dir());
+    cluster[2].start();
+
+    let step = "m1's WAL put back, its db current, the holders down";
+    preflight(&cluster.agent_env(1))
+        .expect(step, 17, "refuse-rolled-back")
+        .row(step, "6f")
+        .reason_mentions(step, "backend applied index");
+
+    cluster[0].start();
+    cluster[0].wait_healthy();
+    cluster[2].wait_healthy();
+    let step = "m1's WAL put back, the holders back";
+    let started = assert_eventually!(
+        {
+            let v = preflight(&cluster.agent_env(1));
+            ensure(v.run.code == 0, format!("{}", v.run)).map(|()| v)
+        },
+        "{step}: preflight lets it start once the leader holds the entries"
+    );
+    started.expect(step, 0, "start").row(step, "5d");
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    all_readable(step, &cluster[1], &keys);
+    // The members hold one history: their KV hashes agree.
+    assert_eventually!(
+        {
+            let out = cluster.etcdctl(["endpoint", "hashkv", "-w", "json", "--cluster"]);
+            let doc: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+            let hashes: Vec<u64> = doc
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e["HashKV"]["hash"].as_u64())
+                        .collect()
+                })
+                .unwrap_or_default();
+            ensure(
+                hashes.len() == 3 && hashes.iter().all(|h| *h == hashes[0]),
+                format!("hashkv: {doc}"),
+            )
+        },
+        "{step}: the three members agree"
+    );
+}
+
+/// etcd's documented disaster recovery: `snapshot restore` into every member's
+/// data dir with its own name, the whole --initial-cluster and the token.
+fn restore_everyone(cluster: &Cluster, snapshot: &Path, bump: Option<u64>) {
+    let version = cluster[0].version();
+    let etcdutl = version.etcdutl().expect("etcdutl of the line");
+    let initial: Vec<String> = cluster
+        .members()
+        .iter()
+        .map(|m| format!("{}={}", m.name(), m.peer_url()))
+        .collect();
+    let token = value(&cluster.agent_env(0), "ETCD_INITIAL_CLUSTER_TOKEN")
+        .expect("token")
+        .to_owned();
+    for m in cluster.members() {
+        std::fs::remove_dir_all(m.data_dir()).expect("remove the data dir");
+        let mut cmd = std::process::Command::new(&etcdutl);
+        cmd.arg("snapshot")
+            .arg("restore")
+            .arg(snapshot)
+            .arg(format!("--name={}", m.name()))
+            .arg(format!("--initial-cluster={}", initial.join(",")))
+            .arg(format!("--initial-cluster-token={token}"))
+            .arg(format!("--initial-advertise-peer-urls={}", m.peer_url()))
+            .arg(format!("--data-dir={}", m.data_dir().display()));
+        if let Some(n) = bump {
+            cmd.arg(format!("--bump-revision={n}"))
+                .arg("--mark-compacted");
+        }
+        let out = cmd.output().expect("run etcdutl");
+        assert!(
+            out.status.success(),
+            "etcdutl snapshot restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Issue 29 case 5: the documented disaster recovery under witnesses that saw
+/// more. `bump`: restore above the witnesses' revision instead of clearing them.
+fn a_whole_cluster_restored_under_its_own_ids(version: EtcdVersion, bump: bool) {
+    let cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("dr-{}", version.label()))
+        .start();
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/formed");
+    // A cluster whose members all bootstrapped together (a StatefulSet's, or
+    // one restored before): its IDs follow from the names, peer URLs and
+    // token, so a restore with those gives the same IDs again. Made here by a
+    // first restore of the operator-formed one.
+    let backup = scratch();
+    let first = backup.path().join("first.db");
+    cluster.snapshot_save(&first);
+    for m in cluster.members() {
+        m.stop();
+    }
+    restore_everyone(&cluster, &first, None);
+    for m in cluster.members() {
+        m.start();
+    }
+    for m in cluster.members() {
+        m.wait_healthy();
+    }
+    settle(&cluster, "marker/restored-once");
+    let snapshot = backup.path().join("snapshot.db");
+    cluster.snapshot_save(&snapshot);
+    // More happens after the backup: the witnesses see it.
+    let pods: Vec<tempfile::TempDir> = (0..3).map(|_| scratch()).collect();
+    let sidecars: Vec<Sidecar> = (0..3)
+        .map(|i| sidecar(&cluster[i], pods[i].path()))
+        .collect();
+    acknowledged(&cluster[0], "after-backup/", 30);
+    let marks: Vec<Value> = sidecars
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.wait_mark(raft_index(&cluster[i])))
+        .collect();
+    drop(sidecars);
+    for m in cluster.members() {
+        m.stop();
+    }
+    let revision_seen = marks
+        .iter()
+        .filter_map(|m| m["revision"].as_u64())
+        .max()
+        .expect("the witnesses record a revision");
+    restore_everyone(&cluster, &snapshot, bump.then_some(revision_seen + 1_000));
+
+    let env = |i: usize| {
+        with(
+            &env_with_witness(&cluster, i, &pods[i].path().join("witness.json")),
+            "AGENT_VERDICT_FILE",
+            pods[i].path().join("preflight.json").display().to_string(),
+        )
+    };
+    if !bump {
+        let step = "every member restored, the witnesses saw more";
+        preflight(&env(0))
+            .expect(step, 17, "refuse-rolled-back")
+            .row(step, "6g")
+            .reason_mentions(step, "snapshot restore");
+        // Acknowledged: the witnesses are removed, as the remedy says.
+        for pod in &pods {
+            std::fs::remove_file(pod.path().join("witness.json")).expect("rm the witness");
+        }
+    }
+    let step = if bump {
+        "every member restored above the witnesses' revision"
+    } else {
+        "every member restored, the rollback acknowledged"
+    };
+    let mut sidecars = Vec::new();
+    for i in 0..3 {
+        let v = preflight(&env(i));
+        v.expect(step, 0, "start")
+            .row(step, if bump { "5e" } else { "5" });
+        assert_eq!(v.doc()["witness"]["rebase"], bump, "{step}\n{}", v.run);
+        // The verdict where this Pod's sidecar reads it (the harness gave
+        // preflight a file of its own).
+        std::fs::write(
+            pods[i].path().join("preflight.json"),
+            serde_json::to_vec(v.doc()).expect("the verdict"),
+        )
+        .expect("write the verdict file");
+        sidecars.push(sidecar(&cluster[i], pods[i].path()));
+        cluster[i].start();
+    }
+    for (i, s) in sidecars.iter().enumerate() {
+        cluster[i].wait_healthy();
+        // Ready under the witness of this history: nothing latched from before.
+        s.serve.wait_readyz(200);
+    }
+    serves_the_data(step, &cluster[0]);
+    assert_eq!(
+        cluster.get("after-backup/0"),
+        None,
+        "{step}: the rollback happened"
+    );
+}
+
+#[test]
+fn a_volume_put_back_to_an_older_copy_of_itself_is_refused_until_the_holders_lead_36() {
+    a_volume_put_back_to_an_older_copy_of_itself(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_volume_put_back_to_an_older_copy_of_itself_is_refused_until_the_holders_lead_37() {
+    a_volume_put_back_to_an_older_copy_of_itself(EtcdVersion::V3_7);
+}
+
+#[test]
+fn a_volume_put_back_to_an_older_copy_of_itself_is_refused_until_the_holders_lead_35() {
+    a_volume_put_back_to_an_older_copy_of_itself(EtcdVersion::V3_5Latest);
+}
+
+#[test]
+fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_36() {
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_37() {
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_7);
+}
+
+#[test]
+fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_35() {
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_5Latest);
+}
+
+#[test]
+fn a_disaster_recovery_is_refused_until_acknowledged_then_ready_36() {
+    a_whole_cluster_restored_under_its_own_ids(EtcdVersion::V3_6, false);
+}
+
+#[test]
+fn a_disaster_recovery_bumped_above_the_witnesses_starts_and_is_ready_37() {
+    a_whole_cluster_restored_under_its_own_ids(EtcdVersion::V3_7, true);
+}
