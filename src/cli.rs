@@ -522,6 +522,23 @@ fn parse_flag_env(s: &str) -> Result<bool, String> {
     }
 }
 
+/// `NAME=VALUE` with a non-empty name of letters, digits, `_`, `-` and `.`
+/// (what Kubernetes takes as an env var's name).
+fn parse_name_value(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if !valid {
+        return Err(format!("{name:?} is not an env var name"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
 /// `restore` (docs/commands.md § restore). The source is `--from-file`, `--from-s3`, or what
 /// `SNAPSHOT_DEST_KIND` names; the gate uses the same evidence as `preflight`.
 #[derive(Debug, Args)]
@@ -624,6 +641,11 @@ pub struct InjectArgs {
     /// `etcd-member-agent.cozystack.io/kube-api` overrides it.
     #[arg(long, env = "AGENT_INJECT_KUBE_API", default_value_t = true, action = clap::ArgAction::Set, value_parser = parse_flag_env)]
     pub kube_api: bool,
+    /// Env set in both agent containers, after and over what is derived
+    /// (`NAME=VALUE`, repeatable; comma-separated in the env var): what no Pod
+    /// says, such as push mode's `AGENT_REPORT_TO`.
+    #[arg(long = "agent-env", value_name = "NAME=VALUE", env = "AGENT_INJECT_AGENT_ENV", value_delimiter = ',', value_parser = parse_name_value)]
+    pub agent_env: Vec<(String, String)>,
     /// Print a unified diff of what would change instead of the manifests.
     #[arg(long, env = "AGENT_INJECT_DRY_RUN")]
     pub dry_run: bool,
@@ -657,6 +679,11 @@ pub struct WebhookArgs {
     /// `etcd-member-agent.cozystack.io/kube-api` overrides it).
     #[arg(long, env = "AGENT_INJECT_KUBE_API", default_value_t = true, action = clap::ArgAction::Set, value_parser = parse_flag_env)]
     pub kube_api: bool,
+    /// Env set in both agent containers, after and over what is derived
+    /// (`NAME=VALUE`, repeatable; comma-separated in the env var): what no Pod
+    /// says, such as push mode's `AGENT_REPORT_TO`.
+    #[arg(long = "agent-env", value_name = "NAME=VALUE", env = "AGENT_INJECT_AGENT_ENV", value_delimiter = ',', value_parser = parse_name_value)]
+    pub agent_env: Vec<(String, String)>,
     /// Write an Event about each etcd Pod admitted unguarded [default: on when
     /// a service-account token is mounted or KUBECONFIG is set].
     #[arg(long, env = "AGENT_WEBHOOK_EVENTS", num_args = 0..=1, default_missing_value = "true", value_parser = parse_flag_env)]
@@ -694,5 +721,33 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn agent_env_takes_name_value_pairs_from_flags_and_env() {
+        let cli = Cli::try_parse_from([
+            "etcd-member-agent",
+            "inject",
+            "--image=x",
+            "--agent-env=AGENT_REPORT_TO=https://c:9465/?a=b",
+            "--agent-env=EMPTY=",
+        ])
+        .unwrap();
+        let Command::Inject(args) = cli.command else {
+            panic!("not inject")
+        };
+        assert_eq!(
+            args.agent_env,
+            [
+                (
+                    "AGENT_REPORT_TO".to_owned(),
+                    "https://c:9465/?a=b".to_owned()
+                ),
+                ("EMPTY".to_owned(), String::new()),
+            ]
+        );
+        for bad in ["NOEQUALS", "=v", "1A=v", "A B=v"] {
+            assert!(parse_name_value(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -762,6 +762,7 @@ pub mod targets {
             image_pull_policy: None,
             kube: true,
             version: "0".into(),
+            extra_env: Vec::new(),
         };
         for (i, doc) in stream.docs.iter().enumerate() {
             let mut ops = Vec::new();
@@ -785,6 +786,7 @@ pub mod targets {
             image_pull_policy: None,
             kube: true,
             version: "0".into(),
+            extra_env: Vec::new(),
         };
         if let Ok(r) = etcd_member_agent::webhook::admission::review(data, &opts) {
             let _ = serde_json::to_vec(&r.response);

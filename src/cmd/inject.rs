@@ -217,6 +217,7 @@ pub fn run(args: &InjectArgs) -> Result<Exit> {
         image_pull_policy: args.image_pull_policy.clone(),
         kube: args.kube_api,
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        extra_env: args.agent_env.clone(),
     };
     let paths: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]

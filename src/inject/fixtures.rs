@@ -17,6 +17,7 @@ fn opts() -> Options {
         image_pull_policy: Some("IfNotPresent".into()),
         kube: true,
         version: "0.1.0".into(),
+        extra_env: Vec::new(),
     }
 }
 
@@ -554,6 +555,31 @@ fn every_op_targets_the_original_object() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn extra_env_goes_to_both_containers_over_what_is_derived() {
+    let mut o = opts();
+    o.extra_env = vec![
+        ("AGENT_REPORT_TO".into(), "https://collector:9465".into()),
+        ("AGENT_KUBE".into(), "false".into()),
+    ];
+    let mut doc = docs(COZYSTACK_NOTLS).remove(0);
+    let Outcome::Injected(i) = guard(&doc, &o) else {
+        panic!()
+    };
+    apply(&mut doc, &i.patch).unwrap();
+    for c in [SIDECAR, PREFLIGHT] {
+        let list = container(&doc, c)["env"].as_array().unwrap();
+        assert_eq!(
+            list.iter().filter(|e| e["name"] == "AGENT_KUBE").count(),
+            1,
+            "{c}"
+        );
+        let e = env(&doc, c);
+        assert_eq!(e["AGENT_KUBE"], "false");
+        assert_eq!(e["AGENT_REPORT_TO"], "https://collector:9465");
     }
 }
 

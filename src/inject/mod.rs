@@ -94,6 +94,9 @@ pub struct Options {
     pub kube: bool,
     /// The version recorded in [`ANNOTATION_INJECTED`].
     pub version: String,
+    /// Env set in both agent containers as given, after (and over) what is
+    /// derived: what no Pod says, such as push mode's `AGENT_REPORT_TO`.
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// Why an object is left as it is.
@@ -524,7 +527,14 @@ fn build(
         }
         v
     };
-    let mut sidecar = container(SIDECAR, "serve", d.env(true), sidecar_mounts);
+    let with_extra = |mut env: Vec<Value>| {
+        for (name, value) in &opts.extra_env {
+            env.retain(|e| e["name"] != name.as_str());
+            env.push(json!({"name": name, "value": value}));
+        }
+        env
+    };
+    let mut sidecar = container(SIDECAR, "serve", with_extra(d.env(true)), sidecar_mounts);
     sidecar["restartPolicy"] = json!("Always");
     sidecar["ports"] = json!([
         {"name": "agent-grpc", "containerPort": GRPC_PORT},
@@ -534,7 +544,12 @@ fn build(
         "httpGet": {"path": "/livez", "port": HTTP_PORT},
         "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3,
     });
-    let preflight = container(PREFLIGHT, "preflight", d.env(false), preflight_mounts);
+    let preflight = container(
+        PREFLIGHT,
+        "preflight",
+        with_extra(d.env(false)),
+        preflight_mounts,
+    );
 
     let mut patch = Vec::new();
     match spec.get("initContainers").and_then(Value::as_array) {

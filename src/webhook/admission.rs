@@ -271,6 +271,7 @@ mod tests {
             image_pull_policy: None,
             kube: true,
             version: "0.1.0".into(),
+            extra_env: Vec::new(),
         }
     }
 

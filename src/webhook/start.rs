@@ -61,6 +61,7 @@ fn config(args: &WebhookArgs) -> Result<Config> {
             image_pull_policy: args.image_pull_policy.clone(),
             kube: args.kube_api,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            extra_env: args.agent_env.clone(),
         },
         events,
         max_body: args.max_request_bytes,
