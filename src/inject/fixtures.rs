@@ -559,6 +559,65 @@ fn every_op_targets_the_original_object() {
 }
 
 #[test]
+fn on_the_hosts_network_the_sidecar_listens_beside_etcd() {
+    // kubeadm: etcd listens on two addresses; the sidecar on every one.
+    let (t, _) = guarded(KUBEADM);
+    assert_eq!(env(&t, SIDECAR)["AGENT_HTTP_LISTEN"], "0.0.0.0:9466");
+    // One address on the host's network: the same one, its ports and probe too.
+    let mut doc = docs(COZYSTACK_NOTLS).remove(0);
+    doc["spec"]["hostNetwork"] = json!(true);
+    let cmd = doc["spec"]["containers"][0]["command"]
+        .as_array_mut()
+        .unwrap();
+    for a in cmd.iter_mut() {
+        if a.as_str().unwrap().starts_with("--listen-client-urls=") {
+            *a = json!("--listen-client-urls=http://127.0.10.2:2379");
+        }
+    }
+    let Outcome::Injected(i) = guard(&doc, &opts()) else {
+        panic!()
+    };
+    apply(&mut doc, &i.patch).unwrap();
+    let e = env(&doc, SIDECAR);
+    assert_eq!(e["AGENT_HTTP_LISTEN"], "127.0.10.2:9466");
+    assert_eq!(e["AGENT_GRPC_LISTEN"], "127.0.10.2:9465");
+    assert_eq!(e["ETCD_ENDPOINTS"], "http://127.0.10.2:2379");
+    let sidecar = container(&doc, SIDECAR);
+    assert_eq!(sidecar["ports"][1]["hostIP"], "127.0.10.2");
+    assert_eq!(sidecar["livenessProbe"]["httpGet"]["host"], "127.0.10.2");
+    // A name, or every address, on the host's network: every address.
+    for listen in [
+        "http://localhost:2379",
+        "http://0.0.0.0:2379",
+        "http://[::]:2379",
+    ] {
+        let mut doc = docs(COZYSTACK_NOTLS).remove(0);
+        doc["spec"]["hostNetwork"] = json!(true);
+        let cmd = doc["spec"]["containers"][0]["command"]
+            .as_array_mut()
+            .unwrap();
+        for a in cmd.iter_mut() {
+            if a.as_str().unwrap().starts_with("--listen-client-urls=") {
+                *a = json!(format!("--listen-client-urls={listen}"));
+            }
+        }
+        let Outcome::Injected(i) = guard(&doc, &opts()) else {
+            panic!()
+        };
+        apply(&mut doc, &i.patch).unwrap();
+        assert_eq!(
+            env(&doc, SIDECAR)["AGENT_HTTP_LISTEN"],
+            "0.0.0.0:9466",
+            "{listen}"
+        );
+        assert!(container(&doc, SIDECAR)["ports"][1].get("hostIP").is_none());
+    }
+    // Not on the host's network: every address, whatever etcd listens on.
+    let (t, _) = guarded(COZYSTACK_NOTLS);
+    assert_eq!(env(&t, SIDECAR)["AGENT_HTTP_LISTEN"], "0.0.0.0:9466");
+}
+
+#[test]
 fn extra_env_goes_to_both_containers_over_what_is_derived() {
     let mut o = opts();
     o.extra_env = vec![

@@ -412,7 +412,8 @@ fn build(
             ))
         }
     };
-    let d = Derived::new(etcd, notes, kube)?;
+    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    let d = Derived::new(etcd, notes, kube, host_network)?;
     let (uid, gid) = etcd_user(spec, etcd)?;
 
     // Clashes with what the Pod already has.
@@ -536,12 +537,19 @@ fn build(
     };
     let mut sidecar = container(SIDECAR, "serve", with_extra(d.env(true)), sidecar_mounts);
     sidecar["restartPolicy"] = json!("Always");
-    sidecar["ports"] = json!([
-        {"name": "agent-grpc", "containerPort": GRPC_PORT},
-        {"name": "agent-http", "containerPort": HTTP_PORT},
-    ]);
+    let mut grpc = json!({"name": "agent-grpc", "containerPort": GRPC_PORT});
+    let mut http = json!({"name": "agent-http", "containerPort": HTTP_PORT});
+    let mut liveness = json!({"path": "/livez", "port": HTTP_PORT});
+    if let Some(host) = &d.bind {
+        // An IP literal (`Derived::bind`), bare of IPv6's brackets.
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        grpc["hostIP"] = json!(bare);
+        http["hostIP"] = json!(bare);
+        liveness["host"] = json!(bare);
+    }
+    sidecar["ports"] = json!([grpc, http]);
     sidecar["livenessProbe"] = json!({
-        "httpGet": {"path": "/livez", "port": HTTP_PORT},
+        "httpGet": liveness,
         "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3,
     });
     let preflight = container(

@@ -195,12 +195,12 @@ pub const TABLE: &[Row] = &[
     Row {
         name: "AGENT_GRPC_LISTEN",
         to: SIDECAR,
-        derive: |_| Some(EnvValue::text(&format!("0.0.0.0:{GRPC_PORT}"))),
+        derive: |d| Some(EnvValue::text(&format!("{}:{GRPC_PORT}", d.bind_or_any()))),
     },
     Row {
         name: "AGENT_HTTP_LISTEN",
         to: SIDECAR,
-        derive: |_| Some(EnvValue::text(&format!("0.0.0.0:{HTTP_PORT}"))),
+        derive: |d| Some(EnvValue::text(&format!("{}:{HTTP_PORT}", d.bind_or_any()))),
     },
     Row {
         name: "TERMINATION_LOG",
@@ -247,6 +247,11 @@ pub struct Derived {
     pub peers_exclude_self: bool,
     /// The local member's client URL.
     pub local_endpoint: Expr,
+    /// Where the sidecar listens when not on every address: in a Pod on the
+    /// host's network whose etcd listens for clients on one IP address only,
+    /// that address, as written in a URL (`[…]` around IPv6): beside etcd, as
+    /// its own ports are, so two such Pods on one node do not collide.
+    pub bind: Option<String>,
     /// TLS towards etcd.
     pub tls: Tls,
     /// `ETCD_VERSION`: the etcd image's tag.
@@ -267,6 +272,7 @@ impl Derived {
         c: &EtcdContainer<'_>,
         annotations: &Map<String, Value>,
         kube: bool,
+        host_network: bool,
     ) -> Result<Derived, Unresolvable> {
         let mut resolver = Resolver::new(c.value);
         let config = EtcdConfig::read(c, &mut resolver)?;
@@ -348,6 +354,23 @@ impl Derived {
                 "listen on an http(s) URL",
             )
         })?;
+        let bind = if host_network {
+            match listen.split(',').as_slice() {
+                [only] => scheme_host_port(&only.trim())
+                    .and_then(|(_, host, _)| host.as_literal())
+                    // An address the sidecar can bind (etcd binds only IPs),
+                    // not every address.
+                    .filter(|h| {
+                        h.trim_start_matches('[')
+                            .trim_end_matches(']')
+                            .parse::<std::net::IpAddr>()
+                            .is_ok_and(|ip| !ip.is_unspecified())
+                    }),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let advertise = literal_or_expr("advertise-client-urls")
             .unwrap_or_else(|| Expr::text("http://localhost:2379"));
         let (client_scheme, client_port) = advertise
@@ -495,11 +518,17 @@ impl Derived {
             peers: peer_count,
             peers_exclude_self,
             local_endpoint,
+            bind,
             tls,
             version: image_version(image),
             kube,
             paths,
         })
+    }
+
+    /// The sidecar's listen host: [`Derived::bind`], else every address.
+    pub fn bind_or_any(&self) -> &str {
+        self.bind.as_deref().unwrap_or("0.0.0.0")
     }
 
     /// A setting passed on as etcd has it, when the container gives it.
