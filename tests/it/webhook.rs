@@ -39,17 +39,17 @@ use crate::inject::validate_strictly;
 
 const TENANT: &str = "tenant-a";
 const UNLABELLED: &str = "tenant-b";
-const WEBHOOK_NS: &str = "etcd-member-agent-system";
-const WEBHOOK_SA: &str = "etcd-member-agent-webhook";
+pub(crate) const WEBHOOK_NS: &str = "etcd-member-agent-system";
+pub(crate) const WEBHOOK_SA: &str = "etcd-member-agent-webhook";
 const IMAGE: &str = "ghcr.io/example/etcd-member-agent:0.1.0";
-const LABEL: &str = "etcd-member-agent.cozystack.io/inject";
-const INJECTED: &str = "etcd-member-agent.cozystack.io/injected";
+pub(crate) const LABEL: &str = "etcd-member-agent.cozystack.io/inject";
+pub(crate) const INJECTED: &str = "etcd-member-agent.cozystack.io/injected";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn yaml_file(rel: &str) -> Vec<Value> {
+pub(crate) fn yaml_file(rel: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(repo().join(rel))
         .unwrap_or_else(|e| panic!("cannot read {rel}: {e}"));
     serde_saphyr::from_multiple::<Value>(&text)
@@ -59,7 +59,7 @@ fn yaml_file(rel: &str) -> Vec<Value> {
         .collect()
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -67,13 +67,14 @@ fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
 // A CA and the webhook's certificates
 // ---------------------------------------------------------------------------
 
-struct TestCa {
+pub(crate) struct TestCa {
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    pem: String,
+    /// The CA's certificate.
+    pub(crate) pem: String,
 }
 
 impl TestCa {
-    fn new() -> TestCa {
+    pub(crate) fn new() -> TestCa {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -93,7 +94,7 @@ impl TestCa {
     }
 
     /// A serving certificate for 127.0.0.1: (cert PEM, key PEM).
-    fn leaf(&self) -> (String, String) {
+    pub(crate) fn leaf(&self) -> (String, String) {
         use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
@@ -128,7 +129,7 @@ fn tls_client(ca_pem: &str) -> rustls::ClientConfig {
 // The webhook process
 // ---------------------------------------------------------------------------
 
-struct Webhook {
+pub(crate) struct Webhook {
     dir: tempfile::TempDir,
     port: u16,
     ca: String,
@@ -140,6 +141,11 @@ impl Webhook {
     /// Starts `webhook` on 127.0.0.1 with a certificate of `ca`, writing Events
     /// through `kubeconfig`; waits until it answers `/healthz`.
     async fn start(ca: &TestCa, kubeconfig: &Path) -> Webhook {
+        Webhook::start_with(ca, kubeconfig, &[format!("--image={IMAGE}")]).await
+    }
+
+    /// As [`Webhook::start`], with `args` (`--image` among them).
+    pub(crate) async fn start_with(ca: &TestCa, kubeconfig: &Path, args: &[String]) -> Webhook {
         let dir = tempfile::Builder::new()
             .prefix("webhook-")
             .tempdir()
@@ -155,11 +161,11 @@ impl Webhook {
             child: None,
             pid: 0,
         };
-        w.spawn(kubeconfig).await;
+        w.spawn(kubeconfig, args).await;
         w
     }
 
-    async fn spawn(&mut self, kubeconfig: &Path) {
+    async fn spawn(&mut self, kubeconfig: &Path, args: &[String]) {
         let log = std::fs::File::create(self.dir.path().join("webhook.log")).unwrap();
         let mut cmd = agent();
         cmd.arg("webhook")
@@ -171,8 +177,8 @@ impl Webhook {
                 "--tls-key={}",
                 self.dir.path().join("tls.key").display()
             ))
+            .args(args)
             .env("AGENT_WEBHOOK_LISTEN", format!("127.0.0.1:{}", self.port))
-            .env("AGENT_INJECT_IMAGE", IMAGE)
             .env("AGENT_WEBHOOK_EVENTS", "true")
             .env("AGENT_WEBHOOK_CERT_RELOAD_INTERVAL", "200ms")
             .env("KUBECONFIG", kubeconfig)
@@ -197,11 +203,11 @@ impl Webhook {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("webhook.log")).unwrap_or_default()
     }
 
@@ -220,7 +226,7 @@ impl Webhook {
         Ok((code, r.text().await.map_err(|e| e.to_string())?))
     }
 
-    async fn metric(&self, line_start: &str) -> Option<f64> {
+    pub(crate) async fn metric(&self, line_start: &str) -> Option<f64> {
         let (_, text) = self.get("/metrics").await.ok()?;
         text.lines()
             .find(|l| l.starts_with(line_start))
@@ -291,7 +297,7 @@ async fn create_service_account(admin: &Client, ns: &str, name: &str) {
 
 /// Applies the cluster-scoped RBAC of `deploy/webhook` (and the agent's
 /// ClusterRole) as kustomize would render it.
-async fn apply_webhook_rbac(admin: &Client) {
+pub(crate) async fn apply_webhook_rbac(admin: &Client) {
     for doc in yaml_file("deploy/webhook/rbac.yaml")
         .into_iter()
         .chain(yaml_file("deploy/webhook/agent-clusterrole.yaml"))
@@ -313,7 +319,12 @@ async fn apply_webhook_rbac(admin: &Client) {
 
 /// The shipped configuration, calling `url` and trusting `ca_pem`, with
 /// `failurePolicy` and a name of its own.
-fn webhook_configuration(name: &str, url: &str, ca_pem: &str, failure_policy: &str) -> Value {
+pub(crate) fn webhook_configuration(
+    name: &str,
+    url: &str,
+    ca_pem: &str,
+    failure_policy: &str,
+) -> Value {
     let mut doc = yaml_file("deploy/webhook/mutatingwebhookconfiguration.yaml").remove(0);
     doc["metadata"]["name"] = json!(name);
     for w in doc["webhooks"].as_array_mut().unwrap() {
@@ -475,7 +486,7 @@ fn pod_from_fixture(fixture: &str, name: &str) -> Value {
     pod
 }
 
-fn guarded(p: &Pod) -> bool {
+pub(crate) fn guarded(p: &Pod) -> bool {
     p.metadata
         .annotations
         .as_ref()
