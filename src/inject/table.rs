@@ -359,11 +359,12 @@ impl Derived {
                 [only] => scheme_host_port(&only.trim())
                     .and_then(|(_, host, _)| host.as_literal())
                     // An address the sidecar can bind (etcd binds only IPs),
-                    // not every address.
+                    // not every address. `core::net`: the address types
+                    // alone, no socket (this part is pure).
                     .filter(|h| {
                         h.trim_start_matches('[')
                             .trim_end_matches(']')
-                            .parse::<std::net::IpAddr>()
+                            .parse::<core::net::IpAddr>()
                             .is_ok_and(|ip| !ip.is_unspecified())
                     }),
                 _ => None,
