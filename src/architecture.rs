@@ -11,8 +11,10 @@
 //! | `restore` (the restore steps) | `cmd`, `server` |
 //! | `cmd` (one-shot commands) | `server`, `webhook` (the long-running parts: `main` starts them) |
 //! | `server` (the sidecar) | `cmd`, `restore`, `webhook`, `inject` |
+//! | `report` (the preflight report, written and read) | `cmd`, `server`, `restore`, `inject`, `webhook`, anything doing I/O |
+//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict`, `webhook` |
 //! | `inject` (pure: a Pod in, a patch out) | anything doing I/O: files, sockets, processes, threads, runtimes; every other part |
-//! | `webhook` (the admission server) | `cmd`, `restore`, `verdict`, `disk` |
+//! | `webhook` (the admission server) | `cmd`, `restore`, `verdict`, `disk`, `fleet` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -88,6 +90,8 @@ fn forbidden(part: &str) -> &'static [&'static str] {
             "crate::server",
             "crate::verdict",
             "crate::webhook",
+            "crate::fleet",
+            "crate::report",
             "std::fs",
             "std::net",
             "std::process",
@@ -106,6 +110,24 @@ fn forbidden(part: &str) -> &'static [&'static str] {
             "crate::restore",
             "crate::verdict",
             "crate::disk",
+            "crate::fleet",
+        ],
+        "report" => &[
+            "crate::cmd",
+            "crate::server",
+            "crate::restore",
+            "crate::inject",
+            "crate::webhook",
+            "std::fs",
+            "std::net",
+            "std::process",
+            "tokio::",
+        ],
+        "fleet" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::verdict",
+            "crate::webhook",
         ],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
@@ -240,6 +262,10 @@ mod tests {
         assert_eq!(
             violations("verdict.rs", "let f = std::fs::read(p);\n"),
             vec![(1, "std::fs")]
+        );
+        assert_eq!(
+            violations("report.rs", "use crate::server::boot;\n"),
+            vec![(1, "crate::server")]
         );
         assert_eq!(
             violations("evidence/kube.rs", "use crate::verdict::Verdict;\n"),

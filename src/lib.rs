@@ -26,11 +26,15 @@ pub mod error;
 pub mod evidence;
 /// The documented exit codes.
 pub mod exit;
+/// `fleet` (also `kubectl etcd-guard`): every guarded member of every cluster in one view, from list and watch calls.
+pub mod fleet;
 /// From an etcd Pod spec to its guarded form: the pure function behind `inject` and `webhook`.
 pub mod inject;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
+/// The preflight report: written by `preflight`, read by `serve` and `restore`.
+pub mod report;
 pub mod restore;
 /// The sidecar (`serve`): identity over gRPC, identity-aware readiness, metrics, push reports.
 pub mod server;

@@ -2,8 +2,10 @@
 //! as soon as the local member answers, renewed every `--witness-interval`
 //! with the newest position proven on the member's disk and the incarnation
 //! this Pod start's verdict names. Its mark is preflight's to check, before
-//! etcd starts; the sidecar does not read it back (a mark of another history
-//! would hold every later Pod not ready, with nothing to clear it).
+//! etcd starts. The sidecar reads it once at boot for a Pod that runs etcd
+//! without preflight only ([`boot_witness`]): with a verdict, the position that
+//! verdict held the start to governs (a mark of another history, read back,
+//! would hold every later Pod not ready).
 //!
 //! Every call is bounded by `--kube-timeout`. A failure is logged and counted
 //! (`etcd_agent_witness_writes_total{result}`) and never stops `serve`: the
@@ -25,6 +27,47 @@ use super::metrics::{Metrics, Outcome};
 use crate::evidence::client::ApiError;
 use crate::evidence::kube;
 use crate::evidence::lease::{self, Observed, Written};
+
+/// The witness Lease as read at boot, for a Pod that runs etcd without
+/// preflight: its mark, and how a sentence names it and what clears it.
+#[derive(Debug, Clone)]
+pub struct BootWitness {
+    /// What the Lease recorded.
+    pub mark: crate::evidence::mark::Mark,
+    /// "the witness Lease etcd-witness-<member>".
+    pub name: String,
+    /// `kubectl -n <ns> delete lease etcd-witness-<member>`.
+    pub clear: String,
+}
+
+/// The Lease's mark, read once at boot within `--kube-timeout`; `None` when
+/// there is none, it records no usable IDs, or it cannot be read (logged).
+pub async fn boot_witness(conf: &KubeConfig) -> Option<BootWitness> {
+    let client = match kube::client(&conf.target, conf.timeout).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the witness Lease at boot");
+            return None;
+        }
+    };
+    let deadline = Instant::now() + conf.timeout;
+    let t = &conf.target;
+    match lease::read(&client, &t.namespace, &t.member_name, deadline).await {
+        Ok(Some(rec)) => {
+            tracing::info!(lease = %rec.name, raft_index = rec.raft_index.unwrap_or_default(), "read the witness Lease at boot");
+            Some(BootWitness {
+                mark: rec.mark()?,
+                name: format!("the witness Lease {}", rec.name),
+                clear: format!("kubectl -n {} delete lease {}", t.namespace, rec.name),
+            })
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the witness Lease at boot");
+            None
+        }
+    }
+}
 
 /// Writes the Lease as soon as the local member answers, then every
 /// `conf.witness_interval`, until `shutdown`.

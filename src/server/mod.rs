@@ -187,7 +187,12 @@ pub async fn run(
         tasks.spawn(async move {
             let boot = read_boot(&boot_conf).await;
             let witness = witness::Witness::load(&boot_conf.witness_file);
+            let lease = match &boot_conf.kube {
+                Some(kube) => lease::boot_witness(kube).await.map(|w| (w, None)),
+                None => None,
+            };
             Poller {
+                lease,
                 witness,
                 durable: Default::default(),
                 wal_dir: crate::disk::layout::Paths::new(

@@ -63,6 +63,11 @@ pub struct Poller {
     pub wal_dir: std::path::PathBuf,
     /// The incarnation the witnesses record when no verdict names one.
     pub incarnation: crate::evidence::mark::Incarnation,
+    /// The witness Lease as read at boot: the mark of a Pod that runs etcd
+    /// without preflight (dropped once a verdict of this Pod start is read,
+    /// which holds the start to what preflight checked), and where it was seen
+    /// below it (latched, as the witness file's).
+    pub lease: Option<(super::lease::BootWitness, Option<u64>)>,
     /// The local member.
     pub local: LocalClient,
     /// Boot-time expectations.
@@ -204,7 +209,15 @@ impl Poller {
                     }
                 }
             }
-            let identity = self.publish(&last, &answer, polled);
+            // Below a mark, is it the log or only the commit index? A member
+            // replaying after a restart reports its commit index rising batch
+            // by batch: a regression is latched only when the WAL on disk does
+            // not reach the mark either.
+            let wal_end = match (&answer, &last) {
+                (Ok(()), Some(m)) if polled && self.below_a_mark(m) => self.wal_end().await,
+                _ => None,
+            };
+            let identity = self.publish(&last, &answer, polled, wal_end);
             let ready = identity.facts.consistent;
             self.metrics.observe(&identity, ready);
             if last_ready != Some(ready) {
@@ -238,11 +251,38 @@ impl Poller {
         self.metrics.ready.set(0);
     }
 
+    /// The member's raft index is below the witness file's mark or the boot
+    /// Lease's, under the same IDs.
+    fn below_a_mark(&self, m: &LocalMember) -> bool {
+        let ids = (m.member_id, m.cluster_id);
+        let below = |mark: &crate::evidence::mark::Mark| {
+            (mark.member_id, mark.cluster_id) == ids && m.raft_index < mark.position.raft_index
+        };
+        self.witness.mark().is_some_and(below)
+            || self.lease.as_ref().is_some_and(|(l, _)| below(&l.mark))
+    }
+
+    /// How far the WAL on disk reaches (its last segment), bounded by the poll
+    /// timeout; `None` when it cannot be told.
+    async fn wal_end(&self) -> Option<u64> {
+        let wal_dir = self.wal_dir.clone();
+        let read = tokio::time::timeout(
+            self.timeout,
+            tokio::task::spawn_blocking(move || crate::disk::wal::last_segment_end(&wal_dir)),
+        )
+        .await;
+        match read {
+            Ok(Ok(Ok((index, _)))) => Some(index),
+            _ => None,
+        }
+    }
+
     fn publish(
         &mut self,
         last: &Option<LocalMember>,
         answer: &Result<(), PollError>,
         polled: bool,
+        wal_end: Option<u64>,
     ) -> Identity {
         let operator = self.operator.borrow().clone();
         let hazards = self.hazards.borrow().clone();
@@ -278,6 +318,9 @@ impl Poller {
         if preflight.verdict.is_some() {
             self.witness.align(&terms);
         }
+        if preflight.verdict.is_some() {
+            self.lease = None;
+        }
         let durable = last
             .as_ref()
             .and_then(|m| self.durable.proven(m.member_id, m.cluster_id));
@@ -291,8 +334,33 @@ impl Poller {
                     m.raft_index, floor.raft_index, floor.source
                 ));
             }
+            // No preflight ran in this Pod (the member answers, no verdict):
+            // the witness Lease's mark, of this member's history, is the one
+            // a new Pod has; seen below it, the member lost data, and new
+            // writes must not make it ready again.
+            if let Some((lease, regressed)) = self.lease.as_mut().filter(|(l, _)| {
+                (l.mark.member_id, l.mark.cluster_id) == (m.member_id, m.cluster_id)
+                    && l.mark
+                        .incarnation
+                        .differs_from(&terms.incarnation)
+                        .is_none()
+            }) {
+                let mark = lease.mark.position.raft_index;
+                let lost = m.raft_index != 0
+                    && m.raft_index < mark
+                    && wal_end.is_none_or(|end| end < mark);
+                if regressed.is_none() && lost {
+                    *regressed = Some(m.raft_index);
+                }
+                if let Some(seen) = regressed {
+                    reasons.push(format!(
+                        "this member's raft index was seen at {seen}, below the high-water mark {mark} {} recorded for it, and no preflight ran in this Pod to check its data directory: it lost committed data (re-bootstrapped on an empty data dir, or put back to an older copy?); it stays not ready. If the Lease is a leftover of another cluster of this member's name, or the rollback was deliberate, clear it ({}) and restart the Pod",
+                        lease.name, lease.clear
+                    ));
+                }
+            }
             // Only what was polled just now moves the mark (a kept answer is old).
-            match self.witness.check(m) {
+            match self.witness.check(m, wal_end) {
                 Some(reason) => reasons.push(reason),
                 None if reasons.is_empty() && polled => {
                     if let Some(p) = durable {

@@ -69,8 +69,11 @@ impl Witness {
     }
 
     /// Why `member` is not the data this member had, if it is not: its index is
-    /// below the mark, or was seen below it before. Latches the regression.
-    pub fn check(&mut self, member: &LocalMember) -> Option<String> {
+    /// below the mark — and so is its WAL on disk (`wal_end`, when it could be
+    /// read: a member replaying after a restart reports a commit index that
+    /// rises batch by batch) — or was seen below it before. Latches the
+    /// regression.
+    pub fn check(&mut self, member: &LocalMember, wal_end: Option<u64>) -> Option<String> {
         let path = self.path.display().to_string();
         let f = self.file.as_mut()?;
         if (f.mark.member_id, f.mark.cluster_id) != (member.member_id, member.cluster_id) {
@@ -82,7 +85,10 @@ impl Witness {
                 "this member's raft index was seen at {seen}, below the high-water mark {mark} its disk was proven to hold (witness file {path}): it lost committed data (re-bootstrapped on an empty data dir, or put back to an older copy?); it stays not ready until the member is recovered and the witness file removed (deleting the Pod removes it with the Pod's emptyDir; the next preflight then checks the data directory)"
             ));
         }
-        if member.raft_index != 0 && member.raft_index < mark {
+        if member.raft_index != 0
+            && member.raft_index < mark
+            && wal_end.is_none_or(|end| end < mark)
+        {
             f.regressed_to = Some(member.raft_index);
             let reason = format!(
                 "raft index {} is below the high-water mark {mark} this member's disk was proven to hold (witness file {path}): committed entries were lost (re-bootstrapped on an empty data dir, or put back to an older copy?)",
@@ -187,6 +193,13 @@ mod tests {
     use super::*;
     use crate::disk::ids::{ClusterId, MemberId};
 
+    impl Witness {
+        /// [`Witness::check`] with a WAL that does not reach the mark either.
+        fn check_at(&mut self, member: &LocalMember) -> Option<String> {
+            self.check(member, Some(member.raft_index))
+        }
+    }
+
     fn member(index: u64) -> LocalMember {
         LocalMember {
             name: "m0".into(),
@@ -221,19 +234,34 @@ mod tests {
         let path = d.path().join("witness.json");
         let inc = Incarnation::new(Some("t"), None);
         let mut w = Witness::load(&path);
-        assert!(w.check(&member(10)).is_none());
+        assert!(w.check_at(&member(10)).is_none());
         w.observe(&member(12), at(10), &inc);
         w.observe(&member(52), at(50), &inc);
         assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 50);
         assert!(Witness::load(&path).mark().unwrap().durable);
         let mut w = Witness::load(&path);
-        assert!(w.check(&member(60)).is_none());
-        assert!(w.check(&member(4)).is_some());
+        assert!(w.check_at(&member(60)).is_none());
+        assert!(w.check_at(&member(4)).is_some());
         // New writes push the index past the mark: still not the data it had.
         let mut w = Witness::load(&path);
-        assert!(w.check(&member(70)).unwrap().contains("seen at 4"));
+        assert!(w.check_at(&member(70)).unwrap().contains("seen at 4"));
         w.observe(&member(70), at(68), &inc);
         assert_eq!(w.mark().unwrap().position.raft_index, 50);
+    }
+
+    #[test]
+    fn a_commit_index_below_the_mark_over_a_wal_that_reaches_it_is_a_replay() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("witness.json");
+        let inc = Incarnation::new(Some("t"), None);
+        let mut w = Witness::load(&path);
+        w.observe(&member(52), at(50), &inc);
+        // Restarted: its commit index rises batch by batch over a WAL that
+        // holds everything.
+        assert!(w.check(&member(20), Some(60)).is_none());
+        assert!(w.regressed_to().is_none());
+        // Its WAL does not reach the mark: lost.
+        assert!(w.check(&member(20), Some(30)).is_some());
     }
 
     #[test]
@@ -243,7 +271,7 @@ mod tests {
         let inc = Incarnation::new(Some("t"), None);
         let mut w = Witness::load(&path);
         w.observe(&member(52), at(50), &inc);
-        assert!(w.check(&member(4)).is_some());
+        assert!(w.check_at(&member(4)).is_some());
         // The same incarnation, no rebase: the latch stays.
         w.align(&WitnessTerms {
             incarnation: inc.clone(),
@@ -257,7 +285,7 @@ mod tests {
             ..WitnessTerms::default()
         });
         assert!(w.mark().is_none() && !path.exists());
-        assert!(w.check(&member(4)).is_none());
+        assert!(w.check_at(&member(4)).is_none());
         // Another incarnation's file is not this member's history either.
         w.observe(&member(52), at(50), &inc);
         w.align(&WitnessTerms {

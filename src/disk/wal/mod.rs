@@ -370,8 +370,9 @@ pub fn wal_identity(wal_dir: &Path) -> Option<(MemberId, ClusterId)> {
     None
 }
 
-/// The last entry (index, term) the WAL's last segment holds on disk, read
-/// from that segment alone: it opens with a crc record carrying the running
+/// How far the WAL's last segment reaches on disk — its last entry's index
+/// (or snapshot record's, or the index before the one a fresh segment is named
+/// for) and that entry's term — read from that segment alone: it opens with a crc record carrying the running
 /// checksum, so its records verify without the segments before. `(0, 0)` when
 /// it holds no entry. A frame that fails ends the scan (what is before it
 /// counts). What the sidecar checks a reported position against when the
@@ -390,7 +391,12 @@ pub fn last_segment_end(wal_dir: &Path) -> Result<(u64, u64), WalError> {
     };
     let mut buf = Vec::new();
     scan_segment(last, &mut st, &mut buf)?;
-    Ok((st.last_index, st.last_term))
+    // A segment cut and not written yet holds no entry: the log reaches the
+    // index before the one it is named for.
+    let before = last.first_index.saturating_sub(1);
+    let snap = st.snapshots.iter().map(|s| s.index).max().unwrap_or(0);
+    let index = st.last_index.max(before).max(snap);
+    Ok((index, st.last_term))
 }
 
 /// Reads every segment of `wal_dir` in order, verifying the CRC chain. See the
