@@ -479,3 +479,34 @@ async fn kamajis_statefulset_guarded_by_the_label_rolls_to_ready_and_a_wiped_mem
     assert_eq!(String::from_utf8_lossy(&get.stdout).trim(), "formed");
     drop(webhook);
 }
+
+/// What docs/operator-integration.md says of a chart like kamaji-etcd: guarded
+/// before the cluster ever formed (every member `=new`, no operator record,
+/// no member running), nothing tells preflight the cluster has not formed, so
+/// each member is refused with 14 (`phase-unknown`) and etcd never starts:
+/// create the cluster, then guard it (the test above).
+#[tokio::test(flavor = "multi_thread")]
+async fn kamajis_statefulset_guarded_before_it_formed_is_refused_phase_unknown() {
+    let node = Node::builder().etcd(EtcdVersion::V3_6).start().await;
+    let (webhook, _ca) = start_webhook(&node).await;
+    node.create_namespace(KAMAJI_NS).await;
+    let (_tls, secret) = kamaji_certs();
+    node.create_object(KAMAJI_NS, secret).await;
+    let dirs: Vec<PathBuf> = KAMAJI.iter().map(|m| data_dir(&node, m)).collect();
+    opt_in(&node, KAMAJI_NS, kamaji_pod(KAMAJI[0], &dirs[0])).await;
+    for (m, d) in KAMAJI.iter().zip(&dirs) {
+        let pod = node
+            .create_pod(KAMAJI_NS, from_json(kamaji_pod(m, d)))
+            .await;
+        assert!(guarded(&pod), "{m} is not guarded");
+    }
+    for m in KAMAJI {
+        let pod = wait_refused(&node, KAMAJI_NS, m, "etcd-preflight", 14).await;
+        let last = container_status(&pod, "etcd-preflight")
+            .and_then(|s| s.last_state.as_ref()?.terminated.clone())
+            .unwrap();
+        let message: Value = serde_json::from_str(last.message.as_deref().unwrap_or("{}")).unwrap();
+        assert_eq!(message["verdict"], "phase-unknown", "{m}: {message}");
+    }
+    drop(webhook);
+}
