@@ -17,6 +17,8 @@
 //!   members rolled one by one, each coming back guarded and Ready.
 //!
 //! A wiped member is then refused by its `etcd-preflight` with exit 10 in both.
+//! And kamaji-etcd's StatefulSet guarded before it ever formed is refused with
+//! 14 (`phase-unknown`): the limitation docs/operator-integration.md states.
 //!
 //! What the node needs changed in those manifests (no Pod network here, see
 //! `common::node`): `hostNetwork`, each member on a loopback address of its own
