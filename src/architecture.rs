@@ -9,10 +9,12 @@
 //! | `verdict` (pure) | anything doing I/O: files, sockets, processes, runtimes, the other parts but `disk` and `exit` |
 //! | `evidence` (network, no decisions) | `verdict`, `cmd`, `server`, `restore` |
 //! | `restore` (the restore steps) | `cmd`, `server` |
-//! | `cmd` (one-shot commands) | `server` (the long-running part: `main` starts it) |
-//! | `server` (the sidecar) | `cmd`, `restore` |
-//! | `report` (the preflight report, written and read) | `cmd`, `server`, `restore`, anything doing I/O |
-//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict` |
+//! | `cmd` (one-shot commands) | `server`, `webhook` (the long-running parts: `main` starts them) |
+//! | `server` (the sidecar) | `cmd`, `restore`, `webhook`, `inject` |
+//! | `report` (the preflight report, written and read) | `cmd`, `server`, `restore`, `inject`, `webhook`, anything doing I/O |
+//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict`, `webhook` |
+//! | `inject` (pure: a Pod in, a patch out) | anything doing I/O: files, sockets, processes, threads, runtimes; every other part |
+//! | `webhook` (the admission server) | `cmd`, `restore`, `verdict`, `disk`, `fleet` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -65,26 +67,76 @@ fn forbidden(part: &str) -> &'static [&'static str] {
             "crate::restore",
             "crate::server",
             "crate::verdict",
+            "crate::inject",
+            "crate::webhook",
         ],
-        "restore" => &["crate::cmd", "crate::server"],
+        "restore" => &["crate::cmd", "crate::server", "crate::webhook"],
+        "cmd" => &["crate::server", "crate::webhook"],
+        "server" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::webhook",
+            "crate::inject",
+        ],
+        "inject" => &[
+            "crate::cli",
+            "crate::cmd",
+            "crate::child",
+            "crate::disk",
+            "crate::error",
+            "crate::evidence",
+            "crate::output",
+            "crate::restore",
+            "crate::server",
+            "crate::verdict",
+            "crate::webhook",
+            "crate::fleet",
+            "crate::report",
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::thread",
+            "std::io",
+            "tokio::",
+            "tonic::",
+            "kube::",
+            "reqwest::",
+            "etcd_client::",
+            "axum::",
+            "hyper::",
+        ],
+        "webhook" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::verdict",
+            "crate::disk",
+            "crate::fleet",
+        ],
         "report" => &[
             "crate::cmd",
             "crate::server",
             "crate::restore",
+            "crate::inject",
+            "crate::webhook",
             "std::fs",
             "std::net",
             "std::process",
             "tokio::",
         ],
-        "cmd" => &["crate::server"],
-        "server" => &["crate::cmd", "crate::restore"],
-        "fleet" => &["crate::cmd", "crate::restore", "crate::verdict"],
+        "fleet" => &[
+            "crate::cmd",
+            "crate::restore",
+            "crate::verdict",
+            "crate::webhook",
+        ],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
             "crate::evidence",
             "crate::restore",
             "crate::server",
             "crate::verdict",
+            "crate::inject",
+            "crate::webhook",
         ],
         _ => &[],
     }

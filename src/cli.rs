@@ -36,6 +36,10 @@ pub enum Command {
     PodCheck(PodCheckArgs),
     /// The sidecar: identity over gRPC, identity-aware readiness, metrics.
     Serve(Box<ServeArgs>),
+    /// Guard the etcd Pods of manifests (files or stdin): the sidecar and preflight added.
+    Inject(InjectArgs),
+    /// The mutating admission webhook that guards etcd Pods as they are created.
+    Webhook(Box<WebhookArgs>),
     /// Every guarded member of every cluster in one view, and the conditions
     /// across each cluster's members (also `kubectl etcd-guard`).
     Fleet(Box<FleetArgs>),
@@ -629,6 +633,23 @@ fn parse_flag_env(s: &str) -> Result<bool, String> {
     }
 }
 
+/// `NAME=VALUE` with a non-empty name of letters, digits, `_`, `-` and `.`
+/// (what Kubernetes takes as an env var's name).
+fn parse_name_value(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if !valid {
+        return Err(format!("{name:?} is not an env var name"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
 /// `restore` (docs/commands.md § restore). The source is `--from-file`, `--from-s3`, or what
 /// `SNAPSHOT_DEST_KIND` names; the gate uses the same evidence as `preflight`.
 #[derive(Debug, Args)]
@@ -713,6 +734,96 @@ pub struct RestoreArgs {
     pub termination_log: Option<PathBuf>,
 }
 
+/// `inject` (docs/commands.md § inject).
+#[derive(Debug, Args)]
+pub struct InjectArgs {
+    /// Manifests to guard: YAML or JSON files, any number of documents, Lists
+    /// (`-` or none: stdin). Written to stdout.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The agent's image, as your registry serves it (required).
+    #[arg(long, env = "AGENT_INJECT_IMAGE")]
+    pub image: Option<String>,
+    /// `imagePullPolicy` of the agent's containers [default: the cluster's].
+    #[arg(long, env = "AGENT_INJECT_IMAGE_PULL_POLICY", value_parser = ["Always", "IfNotPresent", "Never"])]
+    pub image_pull_policy: Option<String>,
+    /// Whether the agent reads the Kubernetes API (a projected token in its
+    /// containers); `false` for static Pods. A Pod's annotation
+    /// `etcd-member-agent.cozystack.io/kube-api` overrides it.
+    #[arg(long, env = "AGENT_INJECT_KUBE_API", default_value_t = true, action = clap::ArgAction::Set, value_parser = parse_flag_env)]
+    pub kube_api: bool,
+    /// Env set in both agent containers, after and over what is derived
+    /// (`NAME=VALUE`, repeatable; comma-separated in the env var): what no Pod
+    /// says, such as push mode's `AGENT_REPORT_TO`.
+    #[arg(long = "agent-env", value_name = "NAME=VALUE", env = "AGENT_INJECT_AGENT_ENV", value_delimiter = ',', value_parser = parse_name_value)]
+    pub agent_env: Vec<(String, String)>,
+    /// Print a unified diff of what would change instead of the manifests.
+    #[arg(long, env = "AGENT_INJECT_DRY_RUN")]
+    pub dry_run: bool,
+    /// Reading each input (a file, or stdin to its end) must take less than this.
+    #[arg(long, env = "AGENT_INJECT_READ_TIMEOUT", default_value = "60s", value_parser = crate::duration::parse)]
+    pub read_timeout: Duration,
+}
+
+/// `webhook` (docs/commands.md § webhook).
+#[derive(Debug, Args)]
+pub struct WebhookArgs {
+    /// HTTPS listen address (`/mutate`, `/healthz`, `/metrics`).
+    #[arg(long, env = "AGENT_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: std::net::SocketAddr,
+    /// PEM serving certificate (chain), re-read when it changes (required).
+    #[arg(long, env = "AGENT_WEBHOOK_TLS_CERT_PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM key of the serving certificate (required).
+    #[arg(long, env = "AGENT_WEBHOOK_TLS_KEY_PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// How often the certificate files are re-read for a rotation.
+    #[arg(long, env = "AGENT_WEBHOOK_CERT_RELOAD_INTERVAL", default_value = "10s", value_parser = crate::duration::parse)]
+    pub cert_reload_interval: Duration,
+    /// The agent's image, as your registry serves it (required).
+    #[arg(long, env = "AGENT_INJECT_IMAGE")]
+    pub image: Option<String>,
+    /// `imagePullPolicy` of the agent's containers [default: the cluster's].
+    #[arg(long, env = "AGENT_INJECT_IMAGE_PULL_POLICY", value_parser = ["Always", "IfNotPresent", "Never"])]
+    pub image_pull_policy: Option<String>,
+    /// Whether the injected agent reads the Kubernetes API (a Pod's annotation
+    /// `etcd-member-agent.cozystack.io/kube-api` overrides it).
+    #[arg(long, env = "AGENT_INJECT_KUBE_API", default_value_t = true, action = clap::ArgAction::Set, value_parser = parse_flag_env)]
+    pub kube_api: bool,
+    /// Env set in both agent containers, after and over what is derived
+    /// (`NAME=VALUE`, repeatable; comma-separated in the env var): what no Pod
+    /// says, such as push mode's `AGENT_REPORT_TO`.
+    #[arg(long = "agent-env", value_name = "NAME=VALUE", env = "AGENT_INJECT_AGENT_ENV", value_delimiter = ',', value_parser = parse_name_value)]
+    pub agent_env: Vec<(String, String)>,
+    /// Write an Event about each etcd Pod admitted unguarded [default: on when
+    /// a service-account token is mounted or KUBECONFIG is set].
+    #[arg(long, env = "AGENT_WEBHOOK_EVENTS", num_args = 0..=1, default_missing_value = "true", value_parser = parse_flag_env)]
+    pub events: Option<bool>,
+    /// A kubeconfig for the Events instead of the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The largest AdmissionReview read; larger requests get 413.
+    #[arg(long, env = "AGENT_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+    /// A request's body must be read within this (the API server's own
+    /// `timeoutSeconds` bounds the whole call).
+    #[arg(long, env = "AGENT_WEBHOOK_REQUEST_TIMEOUT", default_value = "5s", value_parser = crate::duration::parse)]
+    pub request_timeout: Duration,
+    /// Connections held at once; when full, one never answered is closed to
+    /// admit a new one. 0 (default): below the descriptor limit.
+    #[arg(long, env = "AGENT_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// The TLS handshake and a request's head must arrive within this.
+    #[arg(long, env = "AGENT_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub header_read_timeout: Duration,
+    /// A connection that moves no byte for this long is closed.
+    #[arg(long, env = "AGENT_IDLE_TIMEOUT", default_value = "120s", value_parser = crate::duration::parse)]
+    pub idle_timeout: Duration,
+    /// How long SIGTERM/SIGINT waits for requests being answered.
+    #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
+    pub shutdown_grace: Duration,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,5 +832,33 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn agent_env_takes_name_value_pairs_from_flags_and_env() {
+        let cli = Cli::try_parse_from([
+            "etcd-member-agent",
+            "inject",
+            "--image=x",
+            "--agent-env=AGENT_REPORT_TO=https://c:9465/?a=b",
+            "--agent-env=EMPTY=",
+        ])
+        .unwrap();
+        let Command::Inject(args) = cli.command else {
+            panic!("not inject")
+        };
+        assert_eq!(
+            args.agent_env,
+            [
+                (
+                    "AGENT_REPORT_TO".to_owned(),
+                    "https://c:9465/?a=b".to_owned()
+                ),
+                ("EMPTY".to_owned(), String::new()),
+            ]
+        );
+        for bad in ["NOEQUALS", "=v", "1A=v", "A B=v"] {
+            assert!(parse_name_value(bad).is_err(), "{bad}");
+        }
     }
 }

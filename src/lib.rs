@@ -28,6 +28,8 @@ pub mod evidence;
 pub mod exit;
 /// `fleet` (also `kubectl etcd-guard`): every guarded member of every cluster in one view, from list and watch calls.
 pub mod fleet;
+/// From an etcd Pod spec to its guarded form: the pure function behind `inject` and `webhook`.
+pub mod inject;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
@@ -38,3 +40,5 @@ pub mod restore;
 pub mod server;
 /// The decision table of `preflight`: evidence in, verdict out, no I/O.
 pub(crate) mod verdict;
+/// The mutating admission webhook (`webhook`): guards etcd Pods as the API server creates them.
+pub mod webhook;

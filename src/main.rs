@@ -10,7 +10,7 @@ use etcd_member_agent::cli::{Cli, Command};
 use etcd_member_agent::error::Error;
 use etcd_member_agent::exit::Exit;
 use etcd_member_agent::output;
-use etcd_member_agent::{cmd, fleet, server};
+use etcd_member_agent::{cmd, fleet, server, webhook};
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_LOG")
@@ -78,6 +78,8 @@ fn main() -> ExitCode {
         Command::Install(args) => cmd::install::run(args),
         Command::PodCheck(args) => cmd::pod_check::run(args),
         Command::Serve(args) => server::start::run(args),
+        Command::Inject(args) => cmd::inject::run(args),
+        Command::Webhook(args) => webhook::start::run(args),
         Command::Fleet(args) => fleet::run(args),
     };
     match result {

@@ -440,6 +440,8 @@ pub mod targets {
         "urls",
         "initial_cluster",
         "text",
+        "manifests",
+        "admission",
     ];
 
     /// Runs target `name` on the raw bytes of one corpus input, decoding them as
@@ -460,6 +462,8 @@ pub mod targets {
             "urls" => decoded(bytes, urls),
             "initial_cluster" => decoded(bytes, initial_cluster),
             "text" => decoded(bytes, text),
+            "manifests" => manifests(bytes),
+            "admission" => admission(bytes),
             _ => return None,
         }
         Some(())
@@ -740,5 +744,52 @@ pub mod targets {
         let _ = s3::needs_path_style(s);
         let _ = s3::effective_endpoint(s, "bucket", false);
         let _ = s3::effective_endpoint(s, "bucket", true);
+    }
+
+    /// `inject` on any text: the YAML/JSON stream read with its positions,
+    /// every Pod template guarded, the patch written into the text in place and
+    /// checked by reading it back (an error, never a panic, when it cannot be).
+    pub fn manifests(data: &[u8]) {
+        use etcd_member_agent::inject::{guard, objects, yaml::Stream, Options, Outcome};
+        let Ok(text) = std::str::from_utf8(data) else {
+            return;
+        };
+        let Ok(stream) = Stream::parse(text) else {
+            return;
+        };
+        let opts = Options {
+            image: "agent".into(),
+            image_pull_policy: None,
+            kube: true,
+            version: "0".into(),
+            extra_env: Vec::new(),
+        };
+        for (i, doc) in stream.docs.iter().enumerate() {
+            let mut ops = Vec::new();
+            for t in objects::templates(&doc.value) {
+                if let Some(template) = doc.value.pointer(&t.pointer) {
+                    if let Outcome::Injected(inj) = guard(template, &opts) {
+                        ops.extend(inj.patch_at(&t.pointer));
+                    }
+                }
+            }
+            if !ops.is_empty() {
+                let _ = stream.patch(i, &ops);
+            }
+        }
+    }
+
+    /// The webhook's answer to any request body.
+    pub fn admission(data: &[u8]) {
+        let opts = etcd_member_agent::inject::Options {
+            image: "agent".into(),
+            image_pull_policy: None,
+            kube: true,
+            version: "0".into(),
+            extra_env: Vec::new(),
+        };
+        if let Ok(r) = etcd_member_agent::webhook::admission::review(data, &opts) {
+            let _ = serde_json::to_vec(&r.response);
+        }
     }
 }

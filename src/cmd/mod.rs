@@ -3,6 +3,7 @@
 //! done here, exiting only in `main`.
 
 pub mod event;
+pub mod inject;
 pub mod inspect;
 pub mod install;
 pub mod pod_check;

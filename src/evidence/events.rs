@@ -147,6 +147,72 @@ pub async fn report(
     }
 }
 
+/// Creates the Warning Event `reason` with `message` about `object` (any
+/// kind; its namespace is where the Event goes), reported by `component`,
+/// named `<object name>.<16 hex digits of sha1(key)>`: once per `key` (409 =
+/// already reported), by `deadline`. For objects that are not this Pod (the
+/// webhook reports on the StatefulSet whose Pod it could not guard).
+#[tracing::instrument(level = "debug", skip(client, object, message, deadline), fields(object = ?object.name))]
+pub async fn report_object(
+    client: &Client,
+    object: &ObjectReference,
+    component: &str,
+    reason: &str,
+    key: &str,
+    message: &str,
+    deadline: Instant,
+) -> Result<Reported, ApiError<EventKind>> {
+    let namespace = object.namespace.clone().unwrap_or_default();
+    let subject = object.name.clone().unwrap_or_default();
+    let digest = Sha1::digest(key.as_bytes());
+    let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let prefix: String = subject
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(253 - 17)
+        .collect();
+    let name = format!("{}.{hash}", prefix.trim_matches(['-', '.']));
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: object.clone(),
+        reason: Some(reason.to_owned()),
+        message: Some(cut(message)),
+        type_: Some("Warning".to_owned()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        reporting_component: Some(component.to_owned()),
+        reporting_instance: Some(component.to_owned()),
+        source: Some(EventSource {
+            component: Some(component.to_owned()),
+            host: None,
+        }),
+        ..Event::default()
+    };
+    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let pp = PostParams::default();
+    match call_verb("create", EventKind, &namespace, &name, deadline, || {
+        api.create(&pp, &event)
+    })
+    .await
+    {
+        Ok(_) => Ok(Reported::Created),
+        Err(ApiError::Api { code: 409, .. }) => Ok(Reported::AlreadyReported),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

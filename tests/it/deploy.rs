@@ -404,14 +404,14 @@ fn subcommands() -> BTreeSet<String> {
 
 /// What `etcd-member-agent <sub> --help` lists.
 #[derive(Debug)]
-struct Help {
+pub(crate) struct Help {
     /// `--long` and `-s` flags.
-    flags: BTreeSet<String>,
+    pub(crate) flags: BTreeSet<String>,
     /// The env vars of `[env: NAME=]` (or `[env: NAME]` when values are hidden).
-    env: BTreeSet<String>,
+    pub(crate) env: BTreeSet<String>,
 }
 
-fn help(sub: &str) -> Help {
+pub(crate) fn help(sub: &str) -> Help {
     let text = help_text(&[sub, "--help"]);
     let mut flags = BTreeSet::new();
     for line in text.lines() {

@@ -61,7 +61,7 @@ fn every_target_has_a_replay_a_corpus_and_the_shared_body() {
         .collect();
     assert_eq!(
         bins.len(),
-        13,
+        15,
         "fuzz/Cargo.toml's [[bin]] sections: {bins:?}"
     );
     let mut sorted = bins.clone();

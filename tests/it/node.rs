@@ -22,6 +22,14 @@ use crate::common::node::{
 use crate::common::{patience, EtcdVersion, HttpConn};
 use crate::node_support::*;
 
+/// The member Pods guarded by the webhook alone (issue 32), on this node: the
+/// stand-in's Pods are made without the agent whatever
+/// `NODE_TEST_WITHOUT_GUARD` says, and each scenario fails on its first
+/// assertion when the webhook does not guard them. Not `webhook`: a filter of
+/// `webhook::` (the API-server-only tests) must not start a node.
+#[path = "node_webhook.rs"]
+mod by_label;
+
 /// Prints how long the scenario took (the closing figures of issue 31).
 struct Timer(&'static str, Instant);
 

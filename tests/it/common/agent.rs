@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::patience::patience;
-use super::process::{describe, run_with_deadline, shell_code};
+use super::process::{describe, run_with_stdin, shell_code};
 use super::skip::skip;
 
 /// The uid/gid the operator runs member Pods as.
@@ -115,9 +115,14 @@ where
 }
 
 /// Runs a prepared agent command (from [`agent`]) with the patience deadline.
-pub fn run_command(mut cmd: Command) -> AgentRun {
+pub fn run_command(cmd: Command) -> AgentRun {
+    run_command_with_stdin(cmd, std::process::Stdio::null())
+}
+
+/// [`run_command`] reading `stdin`.
+pub fn run_command_with_stdin(mut cmd: Command, stdin: std::process::Stdio) -> AgentRun {
     let command = describe(&cmd);
-    let out = run_with_deadline(&mut cmd, patience() + Duration::from_secs(5))
+    let out = run_with_stdin(&mut cmd, stdin, patience() + Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("{e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let json = serde_json::from_str(&stdout).ok();

@@ -36,8 +36,8 @@ mod skip;
 mod tree;
 
 pub use agent::{
-    agent, chown_recursive, pod_uid_can_run_the_agent, run_agent, run_agent_as, run_command, with,
-    without, AgentRun, AGENT_BIN, POD_GID, POD_UID,
+    agent, chown_recursive, pod_uid_can_run_the_agent, run_agent, run_agent_as, run_command,
+    run_command_with_stdin, with, without, AgentRun, AGENT_BIN, POD_GID, POD_UID,
 };
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
@@ -49,7 +49,10 @@ pub use kube_apiserver::{
 pub use member::{tail, ClusterState, Member, MemberFlags, WaitError};
 pub use patience::{ensure, eventually, patience, Deadline};
 pub use ports::free_port;
-pub use process::{per_process_dir, pid_exists, run_with_deadline};
+pub use process::{
+    per_process_dir, pid_exists, register, run_with_deadline, signal, unregister,
+    wait_with_deadline,
+};
 pub use skip::skip;
 pub use tree::{assert_tree_unchanged, entries, tree_diff, tree_snapshot};
 

@@ -21,9 +21,18 @@ use super::patience::Deadline;
 /// Runs `cmd` to completion with stdout/stderr captured, killing it (SIGKILL) when
 /// `timeout` passes. The error names the program and carries whatever it printed.
 pub fn run_with_deadline(cmd: &mut Command, timeout: Duration) -> Result<Output, String> {
+    run_with_stdin(cmd, Stdio::null(), timeout)
+}
+
+/// [`run_with_deadline`] with `stdin` (a file opened by the caller, say).
+pub fn run_with_stdin(
+    cmd: &mut Command,
+    stdin: Stdio,
+    timeout: Duration,
+) -> Result<Output, String> {
     let what = describe(cmd);
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -130,6 +130,7 @@ pub struct Operator<'n> {
     tls: tempfile::TempDir,
     report_to: Option<String>,
     etcd_env_from: Option<&'static str>,
+    edit_pod: Option<fn(Value) -> Value>,
 }
 
 /// What [`Operator::new`] sets up.
@@ -144,6 +145,9 @@ pub struct Options {
     /// the cluster, as the Pods of a cluster adopted from the legacy operator
     /// still reference its cluster-state ConfigMap (issue 373).
     pub etcd_env_from: Option<&'static str>,
+    /// Applied to every member Pod before it is created: a test's own shape
+    /// (the operator's Pods without the agent, for the webhook to guard).
+    pub edit_pod: Option<fn(Value) -> Value>,
 }
 
 impl Default for Options {
@@ -153,6 +157,7 @@ impl Default for Options {
             role: AgentRole::Base,
             report_to: None,
             etcd_env_from: None,
+            edit_pod: None,
         }
     }
 }
@@ -221,6 +226,7 @@ impl<'n> Operator<'n> {
             tls,
             report_to: opts.report_to,
             etcd_env_from: opts.etcd_env_from,
+            edit_pod: opts.edit_pod,
         };
         op.patch_status("EtcdCluster", CLUSTER, json!({"clusterToken": op.token}))
             .await;
@@ -525,6 +531,10 @@ impl<'n> Operator<'n> {
 
     /// Creates a member Pod (from [`Operator::member_pod`], maybe changed).
     pub async fn create_pod(&self, pod: Value) -> Pod {
+        let pod = match self.edit_pod {
+            Some(edit) => edit(pod),
+            None => pod,
+        };
         let pod: Pod = serde_json::from_value(pod).unwrap_or_else(|e| panic!("bad Pod: {e}"));
         self.node.create_pod(NS, pod).await
     }
