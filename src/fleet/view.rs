@@ -1576,6 +1576,7 @@ mod tests {
                 },
                 format: Some(1),
                 pod_uid: Some(format!("uid-{member}")),
+                rebased_by: None,
                 renew_time: None,
                 problems: Vec::new(),
             },

@@ -13,8 +13,11 @@
 //! the index has been seen below the mark, new writes must not make it Ready
 //! again by pushing the index past it: the regression is recorded in the file
 //! and stays until the file is removed (a new Pod, or by hand once the member
-//! was recovered), or until a verdict of preflight re-bases the witnesses (a
-//! restore accepted on purpose).
+//! was recovered), or until a verdict of preflight re-bases the witnesses (a restore accepted on
+//! purpose). A re-base is applied once, to the mark as it stood before this
+//! Pod start: the file records the verdict it was re-based for, and from then
+//! on the mark rises and latches as any other, across polls and across
+//! restarts of the sidecar in the same Pod start.
 //!
 //! The mark here is only ever what this file saw: the witness Lease's mark is
 //! preflight's business (it checks the directory against it before etcd
@@ -34,6 +37,9 @@ use crate::evidence::mark::{
 pub struct Witness {
     path: PathBuf,
     file: Option<FileMark>,
+    /// The verdict whose re-base was applied to this file (read back from
+    /// it, or applied by this process): a re-base is applied once.
+    rebased_by: Option<String>,
 }
 
 impl Witness {
@@ -54,6 +60,7 @@ impl Witness {
         };
         Witness {
             path: path.to_path_buf(),
+            rebased_by: file.as_ref().and_then(|f| f.rebased_by.clone()),
             file,
         }
     }
@@ -103,10 +110,21 @@ impl Witness {
 
     /// Takes this Pod start's verdict: a mark of another incarnation, or one a
     /// deliberate restore re-based, is not this member's history any more.
+    /// A re-base is applied once per verdict (`terms.rebase_by`), to the mark
+    /// as it stood before: the mark written after it records the verdict, and
+    /// rises (and latches) from the member's position like any other, across
+    /// polls and restarts of the sidecar within the same Pod start.
     pub fn align(&mut self, terms: &WitnessTerms) {
+        let rebase = terms
+            .rebase
+            .then(|| terms.rebase_by.clone().unwrap_or_default())
+            .filter(|by| self.rebased_by.as_ref() != Some(by));
+        if let Some(by) = &rebase {
+            self.rebased_by = Some(by.clone());
+        }
         let Some(f) = &self.file else { return };
         let other = f.mark.incarnation.differs_from(&terms.incarnation);
-        if terms.rebase || other.is_some() {
+        if rebase.is_some() || other.is_some() {
             tracing::info!(
                 path = %self.path.display(),
                 raft_index = f.mark.position.raft_index,
@@ -136,6 +154,7 @@ impl Witness {
                 durable: true,
             },
             regressed_to: None,
+            rebased_by: self.rebased_by.clone(),
         };
         let changed = match &mut self.file {
             Some(f)
@@ -293,5 +312,51 @@ mod tests {
             ..WitnessTerms::default()
         });
         assert!(w.mark().is_none());
+    }
+
+    #[test]
+    fn a_rebase_applies_once_then_the_mark_rises_and_latches_across_polls_and_restarts() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("witness.json");
+        let inc = Incarnation::new(Some("t"), None);
+        // The history before the restore.
+        let mut w = Witness::load(&path);
+        w.observe(&member(1_002), at(1_000), &inc);
+        let terms = |by: &str| WitnessTerms {
+            incarnation: inc.clone(),
+            rebase: true,
+            rebase_by: Some(by.to_owned()),
+            ..WitnessTerms::default()
+        };
+        let poll = |w: &mut Witness, index: u64, terms: &WitnessTerms| {
+            w.align(terms);
+            let reason = w.check_at(&member(index));
+            if reason.is_none() {
+                w.observe(&member(index), at(index), &inc);
+            }
+            reason
+        };
+        let v1 = terms("1700000000/pod-a/boot-1");
+        assert!(poll(&mut w, 20, &v1).is_none());
+        assert_eq!(w.mark().unwrap().position.raft_index, 20);
+        // Every later poll under the same verdict raises the mark from there.
+        assert!(poll(&mut w, 30, &v1).is_none());
+        assert_eq!(w.mark().unwrap().position.raft_index, 30);
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 30);
+        // A later rollback in this Pod's life is latched, not re-based away.
+        assert!(poll(&mut w, 5, &v1)
+            .unwrap()
+            .contains("below the high-water mark 30"));
+        assert!(poll(&mut w, 40, &v1).unwrap().contains("seen at 5"));
+        // The sidecar restarted in the same Pod start: the same verdict does
+        // not re-base the mark it raised itself.
+        let mut w = Witness::load(&path);
+        assert!(poll(&mut w, 40, &v1).unwrap().contains("seen at 5"));
+        // Another Pod start's verdict that re-bases does, once.
+        let v2 = terms("1700000500/pod-b/boot-1");
+        let mut w = Witness::load(&path);
+        assert!(poll(&mut w, 8, &v2).is_none());
+        assert!(poll(&mut w, 9, &v2).is_none());
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 9);
     }
 }
