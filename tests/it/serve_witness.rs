@@ -206,3 +206,73 @@ fn a_rebase_verdict_applies_once_and_a_later_regression_in_the_pod_is_latched() 
         "{doc}"
     );
 }
+
+/// The runbook's acknowledgement of a regression: once the member was
+/// recovered, the witness file is removed. The sidecar looks for the file
+/// before every check: the mark and the latch in memory go with it, the
+/// member is ready again, and a new mark is written at its position. Before,
+/// the sidecar kept both in memory and stayed not ready (and wrote the file
+/// back at the next change).
+#[test]
+fn a_witness_file_removed_after_a_regression_lets_the_member_be_ready_again() {
+    let cluster = Cluster::builder(EtcdVersion::V3_5).start();
+    let m0 = &cluster[0];
+    cluster.put_many("kept/", 40, 16);
+    let pod = tempfile::tempdir().unwrap();
+    let witness = pod.path().join("witness.json");
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .verdict_file(&pod.path().join("preflight.json"))
+        .start();
+    serve.wait_readyz(200);
+    let status = m0.endpoint_status()["raftIndex"].as_u64().unwrap();
+    let mark = assert_eventually!(
+        {
+            let doc = read_witness(&witness)?;
+            let index = doc["raft_index"].as_u64().unwrap_or_default();
+            ensure(index >= status, format!("the witness file holds {doc}"))?;
+            Ok(index)
+        },
+        "the witness file records the member's index {status}"
+    );
+    re_bootstrap(m0);
+    serve.wait_readyz_saying(503, "high-water mark");
+    // The member runs on (its new history, past the commit index the WAL had
+    // when serve started: only the latch holds it not ready now); then the
+    // operator acknowledges.
+    cluster.put_many("after/", usize::try_from(mark).unwrap() + 20, 8);
+    let now = m0.endpoint_status()["raftIndex"].as_u64().unwrap();
+    assert!(now > mark, "{now}");
+    assert_eventually!(
+        {
+            let seen = metric(&serve.metrics(), "etcd_agent_raft_index", "").unwrap_or_default();
+            ensure(
+                seen >= now as f64,
+                format!("the sidecar saw raft index {seen}"),
+            )
+        },
+        "the sidecar polls the member at {now}"
+    );
+    serve.wait_readyz_saying(503, "high-water mark");
+    std::fs::remove_file(&witness).unwrap();
+    serve.wait_readyz(200);
+    let doc = assert_eventually!(
+        {
+            let doc = read_witness(&witness)?;
+            let index = doc["raft_index"].as_u64().unwrap_or_default();
+            ensure(
+                index > mark && index <= now && doc["regressed_to"].is_null(),
+                format!("the witness file holds {doc}"),
+            )?;
+            Ok(doc)
+        },
+        "a new mark at the member's position {now}\n{}",
+        tail(&serve.log())
+    );
+    assert_eq!(doc["format"], 2, "{doc}");
+    assert!(
+        serve.log().contains("the witness file was removed"),
+        "{}",
+        tail(&serve.log())
+    );
+}
