@@ -296,6 +296,8 @@ pub struct WitnessFacts {
 }
 
 /// A source that may or may not have answered.
+// `Answer::NoAnswer` reads as what it is; the variants are not a prefix list.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer<T> {
     /// The source answered.

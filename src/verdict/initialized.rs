@@ -612,18 +612,35 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
         .join(", ")
 }
 
-/// Row 6.
+/// Row 6. A witness among the sources that disagree gets its command in the
+/// remedy: it is the one record a person may find wrong (a leftover of another
+/// member or cluster of this name).
 fn foreign(c: &Ctx) -> Option<Decision> {
-    (!c.mismatches.is_empty()).then(|| {
-        decision(
-            Row::Foreign,
-            format!(
-                "the data directory belongs to another member or cluster: {}",
-                c.mismatches.join("; ")
-            ),
-            REMEDY_FOREIGN,
+    if c.mismatches.is_empty() {
+        return None;
+    }
+    let clears: Vec<&str> = c
+        .witnesses
+        .iter()
+        .filter(|(w, _)| c.mismatches.iter().any(|m| m.contains(&w.name)))
+        .map(|(w, _)| w.clear.as_str())
+        .collect();
+    let remedy = if clears.is_empty() {
+        REMEDY_FOREIGN.to_owned()
+    } else {
+        format!(
+            "{REMEDY_FOREIGN}. If the volume is this member's own and the witness is what is wrong (a leftover of another member or cluster of this name), remove it ({}) and restart the Pod",
+            clears.join("; ")
         )
-    })
+    };
+    Some(decision(
+        Row::Foreign,
+        format!(
+            "the data directory belongs to another member or cluster: {}",
+            c.mismatches.join("; ")
+        ),
+        &remedy,
+    ))
 }
 
 /// Row 7b.
@@ -722,6 +739,24 @@ fn empty_log_what(c: &Ctx) -> String {
 
 /// Row 7a.
 fn empty_log_formed(c: &Ctx) -> Option<Decision> {
+    // A witness of this WAL's member, of this incarnation, proved its disk
+    // held entries: it started, whatever the empty directory's rows say (a
+    // re-added member's new ID makes the witness stale for an empty directory,
+    // but this WAL is of the old ID, and etcd would start as that ID with an
+    // empty log and vote again in terms it voted in).
+    let (marks, _) = super::position::durable_marks(c.rec, &c.witnesses);
+    if let Some(m) = marks.iter().max_by_key(|m| m.index) {
+        return Some(decision(
+            Row::EmptyLogFormed,
+            format!(
+                "{}, but this member started before: {} records raft index {} on its disk",
+                empty_log_what(c),
+                m.by,
+                m.index
+            ),
+            REMEDY_EMPTY_FORMED,
+        ));
+    }
     let empty = c.as_empty_directory();
     matches!(empty.row, Row::EmptyFormed | Row::JoinSelfOnly).then(|| {
         decision(

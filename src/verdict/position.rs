@@ -158,7 +158,7 @@ fn classify<'a>(
 /// The witnesses' marks of this member's history. A mark of an earlier
 /// sidecar is the in-memory commit index, which a crash leaves a Ready batch
 /// ahead of the disk: said, never held against the directory.
-fn durable_marks<'a>(
+pub(super) fn durable_marks<'a>(
     rec: &Recorded,
     witnesses: &[(&'a WitnessFacts, bool)],
 ) -> (Vec<Reached<'a>>, Vec<String>) {

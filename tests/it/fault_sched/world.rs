@@ -647,6 +647,9 @@ impl FaultCluster {
                 )
             })?;
         }
+        // Started: the member is one of the new incarnation now, and its next
+        // start is a restart, not a join.
+        self.joining.remove(&i);
         self.cluster[i]
             .try_wait_healthy(patience())
             .map_err(|e| format!("recreate: m{i} not healthy: {e}"))
@@ -705,7 +708,9 @@ impl FaultCluster {
             let p = self.preflight(i);
             if p.code != 0 {
                 self.refused.insert(i);
-                if self.joining.contains(&i) && p.code != 14 {
+                // An inherited volume of an earlier incarnation is refused
+                // rightly, joiner or not (row 6, 6a).
+                if self.joining.contains(&i) && p.code != 14 && !self.old_volume.contains(&i) {
                     self.refused_joiner(i, &p);
                 }
                 // A member whose data nothing replaced since it last ran
