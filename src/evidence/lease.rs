@@ -59,6 +59,9 @@ pub const TOKEN_SHA256: &str = "etcd-member-agent.cozystack.io/token-sha256";
 pub const CLUSTER_UID: &str = "etcd-member-agent.cozystack.io/cluster-uid";
 /// The format of the facts (`evidence::mark::FORMAT`); absent before it.
 pub const FORMAT: &str = "etcd-member-agent.cozystack.io/format";
+/// The verdict whose re-base started the recorded position
+/// (`evidence::mark::WitnessTerms::rebase_by`): a re-base is applied once.
+pub const REBASED_BY: &str = "etcd-member-agent.cozystack.io/rebased-by";
 
 /// The Lease of member `member`: `etcd-witness-<member>`. One Lease per member
 /// name. The operator's member names (`<cluster>-<random>`) are never reused,
@@ -116,6 +119,9 @@ pub struct WitnessRecord {
     pub format: Option<u32>,
     /// The Pod UID annotation.
     pub pod_uid: Option<String>,
+    /// The verdict whose re-base started the recorded position, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebased_by: Option<String>,
     /// `spec.renewTime`, RFC 3339.
     pub renew_time: Option<String>,
     /// Annotations that are missing or cannot be parsed (the Lease still exists).
@@ -153,10 +159,11 @@ pub struct Observed {
     pub position: Option<Position>,
     /// The incarnation this Pod start's verdict names (unknown without one).
     pub incarnation: Incarnation,
-    /// The position recorded in the Lease is replaced, not raised: this Pod
-    /// start's verdict found the old one belongs to another history (a restore
-    /// bumped above it).
-    pub rebase: bool,
+    /// The verdict of this Pod start that found the Lease's position belongs
+    /// to another history (a restore bumped above it): the position recorded
+    /// before it is replaced, not raised, once; renewals after that (the
+    /// Lease then records this verdict in [`REBASED_BY`]) raise it as usual.
+    pub rebase: Option<String>,
     /// This Pod's name (the holder).
     pub pod_name: String,
     /// This Pod's UID, when known.
@@ -292,6 +299,7 @@ pub fn parse(lease: &Lease) -> WitnessRecord {
         incarnation,
         format,
         pod_uid,
+        rebased_by: optional(REBASED_BY).map(str::to_owned),
         renew_time: spec
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0.to_string()),
@@ -384,10 +392,16 @@ pub async fn write(
 
 /// The position a renewal records: the higher of the Lease's and the observed
 /// one while both are marks of the same history, else the observed one (or
-/// 0 while nothing is proven yet).
+/// 0 while nothing is proven yet). A re-base of this Pod start's verdict
+/// replaces the Lease's position once: the Lease then records the verdict,
+/// and later renewals raise the position as usual.
 fn next_position(before: &WitnessRecord, seen: &Observed) -> Position {
     let observed = seen.position.unwrap_or_default();
-    let same_history = !seen.rebase
+    let rebase_due = seen
+        .rebase
+        .as_ref()
+        .is_some_and(|by| before.rebased_by.as_ref() != Some(by));
+    let same_history = !rebase_due
         && before.member_id == Some(seen.member_id)
         && before.cluster_id == Some(seen.cluster_id)
         && before.format.is_some_and(|f| f >= MARK_FORMAT)
@@ -416,6 +430,9 @@ fn annotations(seen: &Observed, p: Position) -> std::collections::BTreeMap<Strin
     }
     if let Some(uid) = &seen.pod_uid {
         a.insert(POD_UID.to_owned(), uid.clone());
+    }
+    if let Some(by) = &seen.rebase {
+        a.insert(REBASED_BY.to_owned(), by.clone());
     }
     a
 }
@@ -455,7 +472,7 @@ mod tests {
             cluster_id: ClusterId::new(0x769f1c9e0d723d0b),
             position: Some(position),
             incarnation: Incarnation::new(Some("tok"), Some("uid-1")),
-            rebase: false,
+            rebase: Some("1700000000/5c1d/-".into()),
             pod_name: "etcd-x7k2p".into(),
             pod_uid: Some("5c1d".into()),
         };
@@ -472,6 +489,7 @@ mod tests {
         assert!(mark.durable);
         assert_eq!(mark.position, position);
         assert_eq!(rec.pod_uid.as_deref(), Some("5c1d"));
+        assert_eq!(rec.rebased_by.as_deref(), Some("1700000000/5c1d/-"));
         assert_eq!(rec.holder.as_deref(), Some("etcd-x7k2p"));
         assert!(rec.problems.is_empty(), "{:?}", rec.problems);
         let v = serde_json::to_value(&rec).unwrap();
@@ -486,12 +504,12 @@ mod tests {
             revision: Some(i as i64),
         };
         let inc = Incarnation::new(Some("tok"), None);
-        let seen = |i, rebase| Observed {
+        let seen = |i, rebase: bool| Observed {
             member_id: MemberId::new(1),
             cluster_id: ClusterId::new(2),
             position: Some(p(i)),
             incarnation: inc.clone(),
-            rebase,
+            rebase: rebase.then(|| "verdict-1".to_owned()),
             pod_name: "m".into(),
             pod_uid: None,
         };
@@ -505,8 +523,20 @@ mod tests {
         before.incarnation = inc.clone();
         assert_eq!(next_position(&before, &seen(20, false)), p(50));
         assert_eq!(next_position(&before, &seen(60, false)), p(60));
-        // A restore bumped above the mark: this start's verdict re-bases it.
+        // A restore bumped above the mark: this start's verdict re-bases it,
+        // once: the renewals after it (the Lease records the verdict) raise
+        // the position from there, and a member seen lower later does not
+        // lower it.
         assert_eq!(next_position(&before, &seen(20, true)), p(20));
+        let mut rebased = before.clone();
+        rebased.rebased_by = Some("verdict-1".into());
+        (rebased.raft_index, rebased.revision) = (Some(20), Some(20));
+        assert_eq!(next_position(&rebased, &seen(30, true)), p(30));
+        (rebased.raft_index, rebased.revision) = (Some(30), Some(30));
+        assert_eq!(next_position(&rebased, &seen(7, true)), p(30));
+        // Another verdict's re-base (a later Pod start) applies again.
+        rebased.rebased_by = Some("verdict-0".into());
+        assert_eq!(next_position(&rebased, &seen(7, true)), p(7));
         // An earlier sidecar's index (no format) is not kept as if proven.
         let mut legacy = before.clone();
         legacy.format = None;

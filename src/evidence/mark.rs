@@ -99,6 +99,16 @@ pub struct WitnessTerms {
     /// belongs to the history before the restore and is replaced.
     #[serde(default)]
     pub rebase: bool,
+    /// Which verdict the re-base is of (`<decided_at_unix>/<Pod UID>/<node
+    /// boot>`), filled by the sidecar from the verdict file it read
+    /// (`server::boot`), never read from one. The witnesses record it with
+    /// the position they re-based to: a re-base applies once, to the mark as
+    /// it stood before this Pod start, and the mark then rises from the
+    /// member's position as any other; a sidecar restarted in the same Pod
+    /// start reads the same verdict and does not re-base a mark it raised
+    /// itself.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub rebase_by: Option<String>,
     /// The highest MVCC revision any witness of this member's name recorded,
     /// of any incarnation: what a restore bumps above (`restore
     /// --bump-revision auto`) so clients never see revisions go backwards.
@@ -216,6 +226,8 @@ struct FileDoc {
     #[serde(default)]
     regressed_to: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    rebased_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
 }
 
@@ -227,6 +239,9 @@ pub struct FileMark {
     pub mark: Mark,
     /// Set once the member's index was seen below the mark.
     pub regressed_to: Option<u64>,
+    /// The verdict whose re-base started this mark
+    /// ([`WitnessTerms::rebase_by`]), if one did.
+    pub rebased_by: Option<String>,
 }
 
 /// Why a witness file could not be used.
@@ -274,6 +289,7 @@ pub fn parse_file(bytes: &[u8]) -> Result<FileMark, String> {
             durable: f.format.is_some_and(|v| v >= FORMAT),
         },
         regressed_to: f.regressed_to,
+        rebased_by: f.rebased_by,
     })
 }
 
@@ -288,6 +304,7 @@ pub fn encode_file(m: &FileMark, updated_at: Option<String>) -> Result<Vec<u8>, 
         revision: m.mark.position.revision,
         incarnation: m.mark.incarnation.clone(),
         regressed_to: m.regressed_to,
+        rebased_by: m.rebased_by.clone(),
         updated_at,
     };
     serde_json::to_vec(&doc).map_err(|e| e.to_string())

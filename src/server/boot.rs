@@ -268,6 +268,19 @@ fn set_waiting(publish: &watch::Sender<VerdictState>, why: String) {
 
 /// The fields of a verdict file the sidecar uses.
 pub fn sidecar_verdict(file: VerdictFile, path: &Path) -> PreflightVerdict {
+    let mut witness = file.witness;
+    // Which verdict a re-base is of: the witnesses record it, so that it is
+    // applied once (a sidecar restarted in this Pod start reads the same
+    // verdict; another Pod start's preflight decides again).
+    witness.rebase_by = witness.rebase.then(|| {
+        let or_dash = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".to_owned());
+        format!(
+            "{}/{}/{}",
+            file.decided_at_unix,
+            or_dash(&file.pod_uid),
+            or_dash(&file.boot_id)
+        )
+    });
     PreflightVerdict {
         verdict: file.verdict.name().to_owned(),
         exit_code: i32::from(file.exit_code),
@@ -278,7 +291,7 @@ pub fn sidecar_verdict(file: VerdictFile, path: &Path) -> PreflightVerdict {
         cluster_id: file.data_dir.cluster_id,
         path: path.display().to_string(),
         // A verdict of an earlier agent has none: nothing was held.
-        witness: file.witness,
+        witness,
     }
 }
 

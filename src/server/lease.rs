@@ -103,7 +103,9 @@ pub async fn run(
                         cluster_id: m.cluster_id,
                         position: id.facts.durable,
                         incarnation: terms.incarnation,
-                        rebase: terms.rebase,
+                        rebase: terms
+                            .rebase
+                            .then(|| terms.rebase_by.clone().unwrap_or_default()),
                         pod_name: conf.target.member_name.clone(),
                         pod_uid: pod_uid.clone(),
                     },

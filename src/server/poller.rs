@@ -25,6 +25,9 @@ use super::local::{LocalClient, PollError};
 use super::metrics::{Metrics, Outcome};
 use super::proto::member_agent_server::MemberAgentServer;
 
+/// A look for the witness file, running in the blocking pool.
+type Stat = tokio::task::JoinHandle<std::io::Result<std::fs::Metadata>>;
+
 /// What the operator task last learnt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OperatorState {
@@ -143,6 +146,7 @@ impl Poller {
             message: "not polled yet".to_owned(),
         });
         let mut last_ready: Option<bool> = None;
+        let mut stat: Option<Stat> = None;
         loop {
             let polled = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -209,6 +213,9 @@ impl Poller {
                     }
                 }
             }
+            if polled {
+                self.witness_still_there(&mut stat).await;
+            }
             // Below a mark, is it the log or only the commit index? A member
             // replaying after a restart reports its commit index rising batch
             // by batch: a regression is latched only when the WAL on disk does
@@ -249,6 +256,43 @@ impl Poller {
             .set_service_status("", ServingStatus::NotServing)
             .await;
         self.metrics.ready.set(0);
+    }
+
+    /// Looks for the witness file where its mark was written: a file someone
+    /// removed (the runbook's acknowledgement of a regression) takes the mark
+    /// and the latch in memory with it. The stat runs in the blocking pool,
+    /// bounded by the poll timeout; one that hangs (a stuck volume) is not
+    /// started again until it has returned, says nothing (its answer is old
+    /// by then: the next poll looks again), nor does any error but "not
+    /// found".
+    async fn witness_still_there(&mut self, pending: &mut Option<Stat>) {
+        if let Some(hung) = pending.take() {
+            if !hung.is_finished() {
+                *pending = Some(hung);
+                return;
+            }
+        }
+        let Some(path) = self.witness.kept_in().map(std::path::Path::to_path_buf) else {
+            return;
+        };
+        let mut stat = tokio::task::spawn_blocking(move || std::fs::symlink_metadata(&path));
+        match tokio::time::timeout(self.timeout, &mut stat).await {
+            Ok(Ok(Err(e))) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Gone unless this sidecar removed it in the meantime.
+                if self.witness.kept_in().is_some() {
+                    self.witness.removed();
+                }
+            }
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(error = %e, "cannot look for the witness file")
+            }
+            Ok(Err(e)) => tracing::error!(error = %e, "looking for the witness file panicked"),
+            Err(_) => {
+                tracing::debug!("looking for the witness file did not finish in time");
+                *pending = Some(stat);
+            }
+        }
     }
 
     /// The member's raft index is below the witness file's mark or the boot

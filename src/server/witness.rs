@@ -13,8 +13,13 @@
 //! the index has been seen below the mark, new writes must not make it Ready
 //! again by pushing the index past it: the regression is recorded in the file
 //! and stays until the file is removed (a new Pod, or by hand once the member
-//! was recovered), or until a verdict of preflight re-bases the witnesses (a
-//! restore accepted on purpose).
+//! was recovered: the sidecar looks for the file before every check, and a
+//! file someone removed takes the mark and the latch in memory with it), or
+//! until a verdict of preflight re-bases the witnesses (a restore accepted on
+//! purpose). A re-base is applied once, to the mark as it stood before this
+//! Pod start: the file records the verdict it was re-based for, and from then
+//! on the mark rises and latches as any other, across polls and across
+//! restarts of the sidecar in the same Pod start.
 //!
 //! The mark here is only ever what this file saw: the witness Lease's mark is
 //! preflight's business (it checks the directory against it before etcd
@@ -34,6 +39,14 @@ use crate::evidence::mark::{
 pub struct Witness {
     path: PathBuf,
     file: Option<FileMark>,
+    /// The verdict whose re-base was applied to this file (read back from
+    /// it, or applied by this process): a re-base is applied once.
+    rebased_by: Option<String>,
+    /// The mark in memory is the one on disk (read from it, or last written
+    /// to it): the file missing then means someone removed it. A mark that
+    /// could not be written is kept in memory only, and its file's absence
+    /// says nothing.
+    on_disk: bool,
 }
 
 impl Witness {
@@ -54,8 +67,33 @@ impl Witness {
         };
         Witness {
             path: path.to_path_buf(),
+            rebased_by: file.as_ref().and_then(|f| f.rebased_by.clone()),
+            on_disk: file.is_some(),
             file,
         }
+    }
+
+    /// The file the mark is kept in, when the mark in memory is the one
+    /// written there: the poller checks that it is still there (a bounded
+    /// stat, [`Witness::removed`] when it is not) before each check.
+    pub fn kept_in(&self) -> Option<&Path> {
+        (self.file.is_some() && self.on_disk).then_some(self.path.as_path())
+    }
+
+    /// Someone removed the file (the runbook's acknowledgement of a
+    /// regression, once the member was recovered): the mark and the latch in
+    /// memory go with it, and the mark starts again from the member's
+    /// position at the next consistent poll.
+    pub fn removed(&mut self) {
+        if let Some(f) = self.file.take() {
+            tracing::info!(
+                path = %self.path.display(),
+                raft_index = f.mark.position.raft_index,
+                regressed_to = f.regressed_to,
+                "the witness file was removed: its mark and latch are dropped, the mark starts again from the member's position"
+            );
+        }
+        self.on_disk = false;
     }
 
     /// The mark, if any.
@@ -103,10 +141,21 @@ impl Witness {
 
     /// Takes this Pod start's verdict: a mark of another incarnation, or one a
     /// deliberate restore re-based, is not this member's history any more.
+    /// A re-base is applied once per verdict (`terms.rebase_by`), to the mark
+    /// as it stood before: the mark written after it records the verdict, and
+    /// rises (and latches) from the member's position like any other, across
+    /// polls and restarts of the sidecar within the same Pod start.
     pub fn align(&mut self, terms: &WitnessTerms) {
+        let rebase = terms
+            .rebase
+            .then(|| terms.rebase_by.clone().unwrap_or_default())
+            .filter(|by| self.rebased_by.as_ref() != Some(by));
+        if let Some(by) = &rebase {
+            self.rebased_by = Some(by.clone());
+        }
         let Some(f) = &self.file else { return };
         let other = f.mark.incarnation.differs_from(&terms.incarnation);
-        if terms.rebase || other.is_some() {
+        if rebase.is_some() || other.is_some() {
             tracing::info!(
                 path = %self.path.display(),
                 raft_index = f.mark.position.raft_index,
@@ -114,6 +163,7 @@ impl Witness {
                 "the witness file's mark is of another history: starting over"
             );
             self.file = None;
+            self.on_disk = false;
             if let Err(e) = std::fs::remove_file(&self.path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the witness file");
@@ -136,6 +186,7 @@ impl Witness {
                 durable: true,
             },
             regressed_to: None,
+            rebased_by: self.rebased_by.clone(),
         };
         let changed = match &mut self.file {
             Some(f)
@@ -170,7 +221,7 @@ impl Witness {
 
     /// Writes the file atomically (temp file, rename); a failure is logged, the
     /// mark kept in memory.
-    fn save(&self) {
+    fn save(&mut self) {
         let Some(f) = &self.file else { return };
         let tmp = self
             .path
@@ -181,10 +232,12 @@ impl Witness {
             std::fs::write(&tmp, bytes)?;
             std::fs::rename(&tmp, &self.path)
         };
-        if let Err(e) = write() {
+        let written = write();
+        if let Err(e) = &written {
             let _ = std::fs::remove_file(&tmp);
             tracing::warn!(path = %self.path.display(), error = %e, "cannot write the witness file");
         }
+        self.on_disk = written.is_ok();
     }
 }
 
@@ -293,5 +346,76 @@ mod tests {
             ..WitnessTerms::default()
         });
         assert!(w.mark().is_none());
+    }
+
+    #[test]
+    fn a_file_removed_by_someone_else_takes_the_mark_and_latch_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("witness.json");
+        let inc = Incarnation::new(Some("t"), None);
+        let mut w = Witness::load(&path);
+        assert_eq!(w.kept_in(), None);
+        w.observe(&member(52), at(50), &inc);
+        assert!(w.check_at(&member(4)).is_some());
+        assert_eq!(w.kept_in(), Some(path.as_path()));
+        // The runbook's acknowledgement: the file is removed.
+        std::fs::remove_file(&path).unwrap();
+        w.removed();
+        assert!(w.mark().is_none() && w.regressed_to().is_none());
+        assert!(w.check_at(&member(6)).is_none());
+        w.observe(&member(6), at(6), &inc);
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 6);
+        // A mark that could not be written is in memory only: the file's
+        // absence then says nothing.
+        let mut w = Witness::load(&d.path().join("no-such-dir/witness.json"));
+        w.observe(&member(52), at(50), &inc);
+        assert!(w.mark().is_some());
+        assert_eq!(w.kept_in(), None);
+    }
+
+    #[test]
+    fn a_rebase_applies_once_then_the_mark_rises_and_latches_across_polls_and_restarts() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("witness.json");
+        let inc = Incarnation::new(Some("t"), None);
+        // The history before the restore.
+        let mut w = Witness::load(&path);
+        w.observe(&member(1_002), at(1_000), &inc);
+        let terms = |by: &str| WitnessTerms {
+            incarnation: inc.clone(),
+            rebase: true,
+            rebase_by: Some(by.to_owned()),
+            ..WitnessTerms::default()
+        };
+        let poll = |w: &mut Witness, index: u64, terms: &WitnessTerms| {
+            w.align(terms);
+            let reason = w.check_at(&member(index));
+            if reason.is_none() {
+                w.observe(&member(index), at(index), &inc);
+            }
+            reason
+        };
+        let v1 = terms("1700000000/pod-a/boot-1");
+        assert!(poll(&mut w, 20, &v1).is_none());
+        assert_eq!(w.mark().unwrap().position.raft_index, 20);
+        // Every later poll under the same verdict raises the mark from there.
+        assert!(poll(&mut w, 30, &v1).is_none());
+        assert_eq!(w.mark().unwrap().position.raft_index, 30);
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 30);
+        // A later rollback in this Pod's life is latched, not re-based away.
+        assert!(poll(&mut w, 5, &v1)
+            .unwrap()
+            .contains("below the high-water mark 30"));
+        assert!(poll(&mut w, 40, &v1).unwrap().contains("seen at 5"));
+        // The sidecar restarted in the same Pod start: the same verdict does
+        // not re-base the mark it raised itself.
+        let mut w = Witness::load(&path);
+        assert!(poll(&mut w, 40, &v1).unwrap().contains("seen at 5"));
+        // Another Pod start's verdict that re-bases does, once.
+        let v2 = terms("1700000500/pod-b/boot-1");
+        let mut w = Witness::load(&path);
+        assert!(poll(&mut w, 8, &v2).is_none());
+        assert!(poll(&mut w, 9, &v2).is_none());
+        assert_eq!(Witness::load(&path).mark().unwrap().position.raft_index, 9);
     }
 }

@@ -1535,6 +1535,112 @@ async fn the_pr_355_window_a_wiped_seed_whose_sidecar_wrote_the_lease_is_never_b
         .source(step, "witness", true, "");
 }
 
+/// A verdict of preflight that accepted a restore above the witnesses' mark
+/// (row 5e, `witness.rebase`) replaces the witness Lease's position once, for
+/// this Pod start: the renewal records the verdict (`rebased-by`), and every
+/// renewal after it keeps the higher of the Lease's position and the member's
+/// (a later rollback in the same Pod's life is not written over). Before, every
+/// renewal re-based: the Lease's position followed the member down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebase_verdict_replaces_the_leases_position_once_then_renewals_keep_the_highest() {
+    use crate::serve_support::{tail, Serve};
+    let (etcd, member_id, cluster_id) = seed_36(20);
+    let m0 = &etcd[0];
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    create(
+        &members(&w.admin, NS),
+        member_doc(NS, &name, true, m0.initial_cluster()),
+    )
+    .await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+    // The Lease of the history before the restore, far above this one.
+    let above = 1_000_000u64;
+    let key = |k: &str| format!("{WITNESS}{k}");
+    let before: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
+        "metadata": {"name": lease_name, "annotations": {
+            key("format"): "2", key("member-id"): member_id, key("cluster-id"): cluster_id,
+            key("raft-index"): above.to_string(), key("raft-term"): "2",
+            key("revision"): above.to_string(),
+        }},
+        "spec": {"holderIdentity": "the-pod-before-the-restore"},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    leases(&w.admin, NS)
+        .create(&PostParams::default(), &before)
+        .await
+        .unwrap_or_else(|e| panic!("create the Lease: {e}"));
+    let pod = scratch();
+    let verdict = pod.path().join("preflight.json");
+    let decided_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let doc = json!({
+        "verdict": "start", "row": "5e", "exit_code": 0,
+        "reason": "restored above the witnesses' revision", "remedy": "",
+        "decided_at_unix": decided_at, "pod_uid": "pod-rebased",
+        "data_dir": {"member_id": member_id, "cluster_id": cluster_id},
+        "witness": {"rebase": true},
+    });
+    std::fs::write(&verdict, doc.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let serve = Serve::beside(m0.client_url())
+        .data_dir(m0.data_dir())
+        .verdict_file(&verdict)
+        .arg("--kube=true")
+        .arg(format!("--namespace={NS}"))
+        .arg(format!("--pod-name={name}"))
+        .arg("--pod-uid=pod-rebased")
+        .arg(format!("--kubeconfig={}", w.kubeconfig()))
+        .arg("--kube-interval=1s")
+        .arg("--witness-interval=1s")
+        .start();
+    let index_of = |l: &k8s_openapi::api::coordination::v1::Lease| {
+        annotation(l, &key("raft-index")).parse::<u64>().ok()
+    };
+    let rebased_for = format!("{decided_at}/pod-rebased/");
+    let rebased = wait_lease(
+        &w,
+        &lease_name,
+        "the verdict's re-base replaces the Lease's position",
+        |l| index_of(l).is_some_and(|i| (20..above).contains(&i)),
+    )
+    .await;
+    let rebased_index = index_of(&rebased).unwrap_or_default();
+    // A position above the member's, recorded under this verdict: what a
+    // rollback later in this Pod's life leaves the Lease with.
+    let high = rebased_index + 500;
+    let patched = leases(&w.admin, NS)
+        .patch(
+            &lease_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                key("raft-index"): high.to_string(), key("revision"): high.to_string(),
+            }}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch the Lease: {e}"));
+    let at_patch = patched.spec.as_ref().and_then(|s| s.renew_time.clone());
+    // Renewed after the patch (a renewal that read the Lease before it gets a
+    // conflict): the higher position is kept.
+    let renewed = wait_lease(&w, &lease_name, "serve renews the Lease", |l| {
+        l.spec.as_ref().and_then(|s| s.renew_time.clone()) != at_patch
+    })
+    .await;
+    assert_eq!(
+        index_of(&renewed),
+        Some(high),
+        "a renewal after the re-base keeps the higher position: {renewed:?}\n{}",
+        tail(&serve.log())
+    );
+    assert!(
+        annotation(&renewed, &key("rebased-by")).starts_with(&rebased_for),
+        "{renewed:?}"
+    );
+    drop(serve);
+}
+
 /// One refusal, visible three ways (issue 14; docs/commands.md § serve), where the
 /// operator and people look: real etcd 3.6 formed the cluster and the operator
 /// latched both IDs; the volume is wiped and the Pod recreated. `serve` starts

@@ -191,6 +191,122 @@ fn a_volume_put_back_to_an_older_copy_of_itself(version: EtcdVersion) {
     let _ = &mut cluster;
 }
 
+/// A process the test started, killed and reaped however the test ends.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Row 5d's answer needs the leader: a member behind its mark whose preflight
+/// runs while its cluster elects one (a member restarted) waits for the
+/// election instead of refusing on the round that found no leader. m1's
+/// volume is put back to an older copy; the others' leader is stopped, so the
+/// survivor answers without a leader (alone it cannot elect one); preflight of
+/// m1 starts and, once it is asking its cluster again, the stopped leader comes
+/// back: preflight ends `start` (5d) after the election. Before, it asked one
+/// more round only and refused (17) on the leaderless answer.
+fn a_behind_member_whose_preflight_meets_an_election(version: EtcdVersion) {
+    let mut cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("election-{}", version.label()))
+        .start();
+    let pod = scratch();
+    let w1 = sidecar(&cluster[1], pod.path());
+    settle(&cluster, "marker/formed");
+    w1.wait_mark(raft_index(&cluster[1]));
+    let backup = scratch();
+    let copy = backup.path().join("data");
+    cluster[1].stop();
+    copy_dir(cluster[1].data_dir(), &copy);
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    let keys = acknowledged(&cluster[1], "acked/", 20);
+    w1.wait_mark(raft_index(&cluster[1]));
+    drop(w1);
+    cluster[1].stop();
+    std::fs::remove_dir_all(cluster[1].data_dir()).expect("remove m1's data");
+    copy_dir(&copy, cluster[1].data_dir());
+    // The others' leader stops: the survivor answers without a leader.
+    let leader = assert_eventually!(
+        cluster
+            .leader()
+            .filter(|&l| l != 1)
+            .ok_or_else(|| "no leader among m0 and m2 yet".to_owned()),
+        "m0 and m2 elect a leader"
+    );
+    cluster[leader].stop();
+
+    let step = "m1 behind its mark, its cluster electing a leader";
+    let out = scratch();
+    let log = out.path().join("preflight.log");
+    let mut env = env_with_witness(&cluster, 1, &pod.path().join("witness.json"));
+    for (k, v) in [
+        ("AGENT_KUBE", "false".to_owned()),
+        ("AGENT_TIMEOUT", "60s".to_owned()),
+        ("AGENT_LOG", "info,etcd_member_agent=debug".to_owned()),
+        (
+            "AGENT_VERDICT_FILE",
+            out.path().join("preflight.json").display().to_string(),
+        ),
+    ] {
+        env = with(&env, k, v);
+    }
+    let mut child = Stopped(
+        agent()
+            .args(["preflight", "-o", "json"])
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(std::fs::File::create(out.path().join("preflight.json.out")).expect("stdout"))
+            .stderr(std::fs::File::create(&log).expect("the preflight log"))
+            .spawn()
+            .expect("start preflight"),
+    );
+    // preflight is asking again (or, before this rule, already done): the
+    // stopped leader comes back and the cluster elects one.
+    assert_eventually!(
+        {
+            let asked = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("asked the directory's cluster again");
+            let exited = child.0.try_wait().map_err(|e| e.to_string())?.is_some();
+            ensure(asked || exited, "preflight has not asked again yet")
+        },
+        "{step}: preflight asks its cluster again"
+    );
+    cluster[leader].start();
+    let done = assert_eventually!(
+        child
+            .0
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "preflight still runs".to_owned()),
+        "{step}: preflight ends"
+    );
+    let stdout = std::fs::read_to_string(out.path().join("preflight.json.out"))
+        .expect("read preflight's stdout");
+    let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{step}: preflight's document ({e}): {stdout}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    assert!(
+        done.success() && doc["verdict"] == "start" && doc["row"] == "5d",
+        "{step}: preflight ended {done}: {} {} {}\n{}",
+        doc["verdict"],
+        doc["row"],
+        doc["reason"],
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    all_readable(step, &cluster[1], &keys);
+    let _ = &mut cluster;
+}
+
 /// Issue 29 case 2: the WAL alone put back under a current db. `formed_by_restore`:
 /// the cluster was formed by a snapshot restore of every member before (a
 /// StatefulSet's cluster after one disaster recovery), so every WAL still
@@ -450,6 +566,11 @@ fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_35() {
 #[test]
 fn a_wal_put_back_in_a_cluster_formed_by_a_restore_catches_up_once_the_holders_lead_36() {
     a_wal_put_back_under_a_current_db(EtcdVersion::V3_6, true);
+}
+
+#[test]
+fn a_behind_member_whose_preflight_meets_an_election_waits_for_the_leader_36() {
+    a_behind_member_whose_preflight_meets_an_election(EtcdVersion::V3_6);
 }
 
 #[test]

@@ -151,12 +151,27 @@ pub(super) fn upgrade_check(
     }
 }
 
+/// The first pause between two rounds of [`ask_leader_again`]; it doubles up
+/// to [`ROUND_PAUSE_MAX`].
+const ROUND_PAUSE_MIN: Duration = Duration::from_millis(200);
+/// The longest pause between two rounds of [`ask_leader_again`].
+const ROUND_PAUSE_MAX: Duration = Duration::from_secs(2);
+/// The longest one round of [`ask_leader_again`] waits for the peers. A round
+/// ends as soon as the leader and a majority answered, or every endpoint did
+/// (during an election they all answer, without a leader); a peer that does
+/// not answer at all holds it until this bound, and the next round asks again.
+/// Longer than an election (etcd's default election timeout is 1 s).
+const ROUND_BUDGET: Duration = Duration::from_secs(3);
+
 /// A directory behind what this member reached may start only on the word of
 /// its cluster's leader and a majority (row 5d). The live wait ends at the
 /// first answer that lists this member started, which says nothing of a
-/// leader: for rows 6e and 6f, ask again, this time until the leader and a
-/// majority of the directory's cluster answered (or the deadline). `None`:
-/// no need to ask.
+/// leader: for rows 6e and 6f, ask again, round after round (each bounded by
+/// [`ROUND_BUDGET`], a pause of [`ROUND_PAUSE_MIN`] doubling to
+/// [`ROUND_PAUSE_MAX`] between them), until the leader and a majority of the
+/// directory's cluster answered or `deadline` passes: a round during an
+/// election (a member restarted) or before a majority is back says nothing
+/// the next one would not say better. `None`: no need to ask.
 pub(super) fn ask_leader_again(
     cfg: &Config,
     dir: &Inspection,
@@ -165,8 +180,9 @@ pub(super) fn ask_leader_again(
     deadline: Instant,
 ) -> crate::error::Result<Option<(Answer<LiveFacts>, EvidenceEntry)>> {
     let behind = matches!(decided.row, Row::RolledBack | Row::AppliedPastLog);
-    let authoritative = matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == dir.cluster_id());
-    if !behind || cfg.etcd.is_none() || authoritative {
+    let cluster = dir.cluster_id();
+    let authoritative = |live: &Answer<LiveFacts>| matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == cluster);
+    if !behind || cfg.etcd.is_none() || authoritative(live) {
         return Ok(None);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -174,12 +190,39 @@ pub(super) fn ask_leader_again(
         .build()
         .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
     let ids = dir.member_id().zip(dir.cluster_id());
-    let again = rt.block_on(ask_live(
-        cfg,
-        tokio::time::Instant::from_std(deadline),
-        Some(ids),
-        true,
-    ));
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let again = rt.block_on(async {
+        let mut pause = ROUND_PAUSE_MIN;
+        let mut round = 1u32;
+        loop {
+            let round_deadline = deadline.min(tokio::time::Instant::now() + ROUND_BUDGET);
+            let (answer, entry) = ask_live(cfg, round_deadline, Some(ids), true).await;
+            let done = authoritative(&answer);
+            match &answer {
+                Answer::Answered(l) => tracing::debug!(
+                    round,
+                    cluster_id = %l.cluster_id,
+                    leader_heard = l.leader_heard,
+                    majority_heard = l.majority_heard,
+                    done,
+                    "asked the directory's cluster again for its leader and a majority"
+                ),
+                Answer::NoAnswer(why) => tracing::debug!(
+                    round,
+                    why = %why,
+                    "asked the directory's cluster again for its leader and a majority: no answer"
+                ),
+                Answer::NotConfigured => {}
+            }
+            let next = tokio::time::Instant::now() + pause;
+            if done || next >= deadline {
+                return (answer, entry);
+            }
+            tokio::time::sleep_until(next).await;
+            pause = (pause * 2).min(ROUND_PAUSE_MAX);
+            round += 1;
+        }
+    });
     rt.shutdown_background();
     Ok(Some(again))
 }

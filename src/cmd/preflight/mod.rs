@@ -188,6 +188,7 @@ fn report(
         },
         floor: floor.map(|(raft_index, source)| mark::Floor { raft_index, source }),
         rebase: rebase_witness,
+        rebase_by: None,
         seen_revision: inputs
             .witness
             .clone()

@@ -146,6 +146,7 @@ fn lease(member: &str, cluster_id: &str, index: u64, renewed_secs_ago: i64) -> L
             },
             format: Some(1),
             pod_uid: Some(format!("uid-{member}")),
+            rebased_by: None,
             renew_time: None,
             problems: Vec::new(),
         },
