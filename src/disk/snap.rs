@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::dir::{self, lstat, parse_hex_pair};
 use crate::disk::ids::MemberId;
 use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError, Value};
@@ -198,7 +198,7 @@ pub fn parse_snap_name(name: &str) -> Option<(u64, u64)> {
 /// `*.broken` files are ignored.
 pub fn list_snaps(snap_dir: &Path) -> Result<Vec<SnapName>, SnapError> {
     let mut out = Vec::new();
-    for (name, path) in read_dir_names(snap_dir)? {
+    for dir::DirEntry { name, path, .. } in dir::list(snap_dir)? {
         if !name.ends_with(".snap") || name.starts_with("tmp") || name.starts_with("db.tmp") {
             continue;
         }

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::dir::{self, lstat, parse_hex_pair};
 use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb::PbError;
 use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState, Message};
@@ -307,7 +307,7 @@ pub fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
 /// one.
 pub fn list_segments(wal_dir: &Path) -> Result<Vec<WalSegment>, WalError> {
     let mut segments = Vec::new();
-    for (name, path) in read_dir_names(wal_dir)? {
+    for dir::DirEntry { name, path, .. } in dir::list(wal_dir)? {
         if !name.ends_with(".wal") {
             continue;
         }
