@@ -123,7 +123,7 @@ pub struct UpgradeCheck {
 
 impl UpgradeCheck {
     /// The blocking findings.
-    pub fn blockers(&self) -> impl Iterator<Item = &Finding> {
+    pub(crate) fn blockers(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.blocks)
     }
 

@@ -61,7 +61,8 @@ impl Paths {
         }
     }
 
-    /// The backend database.
+    /// The bbolt backend, `<data-dir>/member/snap/db` (etcd keeps it in the snap
+    /// dir whatever `--wal-dir` says).
     pub fn db(&self) -> PathBuf {
         self.snap_dir.join("db")
     }
@@ -86,7 +87,7 @@ pub struct Options {
 impl Options {
     /// The number of threads to read with: [`Options::threads`], or one per
     /// core the process may use (its affinity and CPU quota).
-    pub fn thread_count(&self) -> usize {
+    pub(crate) fn thread_count(&self) -> usize {
         match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -113,7 +114,7 @@ pub fn unanswered(paths: &Paths, waited: std::time::Duration) -> Inspection {
 /// `wal.Exist`: does the WAL dir hold a segment? One listing, nothing read,
 /// nothing followed; a directory that cannot be listed answers `false` (the
 /// full [`inspect`] reports why).
-pub fn wal_exists(paths: &Paths) -> bool {
+pub(crate) fn wal_exists(paths: &Paths) -> bool {
     list::wal_exists(&paths.wal_dir)
 }
 

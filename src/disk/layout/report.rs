@@ -25,7 +25,9 @@ pub struct Inspection {
     pub snap_files: Vec<String>,
     /// An etcd process holds the WAL or backend locks.
     pub running: bool,
-    /// The locks seen.
+    /// The locks other processes hold on the WAL segments (`*.wal`, `*.tmp`)
+    /// and the backend, as `/proc/locks` lists them; any one makes `running`
+    /// true.
     pub locks: Vec<HeldLock>,
     /// Entries etcd tolerates or would not expect (reported, not fatal).
     pub unexpected: Vec<Entry>,

@@ -319,7 +319,7 @@ impl Initialized {
 /// What is wrong, with where.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// One sentence.
+    /// What is wrong, in one sentence of the report.
     pub message: String,
     /// The file concerned, when there is one.
     #[serde(serialize_with = "lossy_path")]
@@ -331,7 +331,7 @@ pub struct Problem {
 /// An entry the inspector noticed but etcd would ignore or not expect.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
-    /// The entry.
+    /// Where it is (the name as listed, joined to its directory).
     pub path: PathBuf,
     /// `file`, `dir`, `symlink` or `other`.
     #[serde(rename = "type")]
