@@ -11,6 +11,8 @@
 //! | `restore` (the restore steps) | `cmd`, `server` |
 //! | `cmd` (one-shot commands) | `server` (the long-running part: `main` starts it) |
 //! | `server` (the sidecar) | `cmd`, `restore` |
+//! | `report` (the preflight report, written and read) | `cmd`, `server`, `restore`, anything doing I/O |
+//! | `fleet` (the fleet view; long-running with `--watch`/`--serve`) | `cmd`, `restore`, `verdict` |
 //! | leaves: `exit`, `error`, `duration`, `child`, `output` | `cmd`, `server`, `restore`, `evidence`, `verdict` |
 //!
 //! Comments and string literals are not imports; everything else that names a
@@ -65,8 +67,18 @@ fn forbidden(part: &str) -> &'static [&'static str] {
             "crate::verdict",
         ],
         "restore" => &["crate::cmd", "crate::server"],
+        "report" => &[
+            "crate::cmd",
+            "crate::server",
+            "crate::restore",
+            "std::fs",
+            "std::net",
+            "std::process",
+            "tokio::",
+        ],
         "cmd" => &["crate::server"],
         "server" => &["crate::cmd", "crate::restore"],
+        "fleet" => &["crate::cmd", "crate::restore", "crate::verdict"],
         "exit" | "error" | "duration" | "child" | "output" => &[
             "crate::cmd",
             "crate::evidence",
@@ -198,6 +210,10 @@ mod tests {
         assert_eq!(
             violations("verdict.rs", "let f = std::fs::read(p);\n"),
             vec![(1, "std::fs")]
+        );
+        assert_eq!(
+            violations("report.rs", "use crate::server::boot;\n"),
+            vec![(1, "crate::server")]
         );
         assert_eq!(
             violations("evidence/kube.rs", "use crate::verdict::Verdict;\n"),

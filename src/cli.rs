@@ -36,6 +36,9 @@ pub enum Command {
     PodCheck(PodCheckArgs),
     /// The sidecar: identity over gRPC, identity-aware readiness, metrics.
     Serve(Box<ServeArgs>),
+    /// Every guarded member of every cluster in one view, and the conditions
+    /// across each cluster's members (also `kubectl etcd-guard`).
+    Fleet(Box<FleetArgs>),
 }
 
 /// Where the data lives.
@@ -478,6 +481,114 @@ pub struct ServeArgs {
     pub idle_timeout: Duration,
 }
 
+/// How `fleet` prints its view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FleetFormat {
+    /// A table for people on stdout: clusters, then members, worst first, then
+    /// a one-line summary.
+    #[default]
+    Table,
+    /// One JSON document on stdout (with --watch, one per line per change).
+    Json,
+    /// One YAML document on stdout (with --watch, `---` between changes).
+    Yaml,
+}
+
+/// When the table is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// When stdout is a terminal and NO_COLOR is not set.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The default Pod selector of `fleet`: the label the operator puts on every
+/// member Pod (its value is the cluster's name).
+pub const FLEET_DEFAULT_SELECTOR: &str = "etcd-operator.cozystack.io/cluster";
+
+/// `fleet` (docs/fleet.md).
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Every namespace (the default without --namespace): one cluster-wide
+    /// list and watch per resource.
+    #[arg(
+        short = 'A',
+        long,
+        env = "AGENT_FLEET_ALL_NAMESPACES",
+        conflicts_with = "namespace"
+    )]
+    pub all_namespaces: bool,
+    /// Only these namespaces (comma separated or repeated); each is read on
+    /// its own, and one that cannot be read is reported as such.
+    #[arg(
+        short = 'n',
+        long,
+        env = "AGENT_FLEET_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub namespace: Vec<String>,
+    /// The member Pods: a label selector, applied by the API server
+    /// [default: etcd-operator.cozystack.io/cluster, every operator member
+    /// Pod]. Given, it also keeps out the operator's records of clusters none
+    /// of whose Pods it selects.
+    #[arg(short = 'l', long, env = "AGENT_FLEET_SELECTOR")]
+    pub selector: Option<String>,
+    /// The Pod label whose value names the member's cluster, when no
+    /// EtcdMember does.
+    #[arg(long, env = "AGENT_FLEET_CLUSTER_LABEL", default_value = FLEET_DEFAULT_SELECTOR)]
+    pub cluster_label: String,
+    /// A kubeconfig (or a list, as $KUBECONFIG spells it) [default: in-cluster,
+    /// else $KUBECONFIG or ~/.kube/config].
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: the current one].
+    #[arg(long, env = "AGENT_FLEET_CONTEXT")]
+    pub context: Option<String>,
+    /// Output: table, json or yaml.
+    #[arg(short = 'o', long = "output", env = "AGENT_FLEET_OUTPUT", value_enum, default_value_t = FleetFormat::Table)]
+    pub format: FleetFormat,
+    /// Keep watching (API watches, not polling) and print the view again on
+    /// every change; on a terminal the table is redrawn in place.
+    #[arg(short = 'w', long, env = "AGENT_FLEET_WATCH")]
+    pub watch: bool,
+    /// Serve the cluster-level conditions as Prometheus metrics on --listen
+    /// (/metrics, /readyz, /livez), watching the API; prints nothing.
+    #[arg(long, env = "AGENT_FLEET_SERVE", conflicts_with = "watch")]
+    pub serve: bool,
+    /// Where --serve listens.
+    #[arg(long, env = "AGENT_FLEET_LISTEN", default_value = "0.0.0.0:9467")]
+    pub listen: std::net::SocketAddr,
+    /// Only the clusters with a condition (and their members) in the table.
+    #[arg(long, env = "AGENT_FLEET_ONLY_PROBLEMS")]
+    pub only_problems: bool,
+    /// Colour the table.
+    #[arg(long, env = "AGENT_FLEET_COLOR", value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// The budget of the first full view: every list, every page (5, 5s, 500ms, 1m).
+    #[arg(long, env = "AGENT_TIMEOUT", default_value = "30s", value_parser = crate::duration::parse)]
+    pub timeout: Duration,
+    /// Bound on each API request (connect, and each silence while reading).
+    #[arg(long, env = "AGENT_KUBE_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub request_timeout: Duration,
+    /// Objects per list page (`limit`): memory is bounded by one page per
+    /// resource being listed.
+    #[arg(long, env = "AGENT_FLEET_CHUNK_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_size: u32,
+    /// Raft entries a member's witness may trail the highest of its cluster
+    /// before `raft-lag` (witnesses are renewed every 10 s, so keep it above
+    /// what a cluster writes in that time).
+    #[arg(long, env = "AGENT_FLEET_LAG_THRESHOLD", default_value_t = 10_000)]
+    pub lag_threshold: u64,
+    /// How long a member may be not Ready (or without a Pod) before
+    /// `members-not-ready`: rolling restarts stay quiet.
+    #[arg(long, env = "AGENT_FLEET_NOT_READY_AFTER", default_value = "2m", value_parser = crate::duration::parse)]
+    pub not_ready_after: Duration,
+}
+
 /// Where `restore` takes the snapshot from, as the operator names it
 /// (`SNAPSHOT_DEST_KIND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -576,7 +687,7 @@ pub struct RestoreArgs {
     /// Accept a snapshot without the SHA-256 trailer (a raw `db` copy); a trailer, when present, is still verified.
     #[arg(long, env = "AGENT_SKIP_HASH_CHECK")]
     pub skip_hash_check: bool,
-    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted. `auto`: above the highest revision this member's witness (Lease or file, of any incarnation) recorded, plus 1,000,000 for writes after its last renewal, or no bump without a witness; --mark-compacted is then implied [default: 0, no bump].
+    /// Raise the restored revision by N (etcdutl `snapshot restore --bump-revision`, etcd 3.6+ and late 3.5 patches), for clients that cache revisions such as kube-apiserver's watch cache; needs --mark-compacted. `auto`: above the highest revision any member's witness recorded (this member's Lease or --witness-file and, in a cluster of several, every member's Lease named from --initial-cluster; of any incarnation), plus 1,000,000 for writes after the last renewal, or no bump without a witness; --mark-compacted is then implied. Every member must get the same N: restore all of them with auto before any starts, or pass the N the first reported [default: 0, no bump].
     #[arg(long, env = "AGENT_BUMP_REVISION", default_value = "0", value_parser = parse_bump)]
     pub bump_revision: BumpRevision,
     /// Mark the bumped revision compacted (etcdutl `--mark-compacted`) so watchers from before the restore relist; required with --bump-revision, refused without it.

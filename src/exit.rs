@@ -49,11 +49,15 @@ pub enum Exit {
     Hazards,
     /// pod-check: the Pod could not be checked (API error, timeout); never "clean".
     PodCheckFailed,
+    /// fleet: something needs a person (a refused member, a cluster condition).
+    FleetAttention,
+    /// fleet: part of the fleet could not be read, and nothing read needs a person.
+    FleetIncomplete,
 }
 
 impl Exit {
     /// Every variant, in code order.
-    pub const ALL: [Exit; 20] = [
+    pub const ALL: [Exit; 22] = [
         Exit::Ok,
         Exit::Internal,
         Exit::Usage,
@@ -74,6 +78,8 @@ impl Exit {
         Exit::RestoreFormed,
         Exit::Hazards,
         Exit::PodCheckFailed,
+        Exit::FleetAttention,
+        Exit::FleetIncomplete,
     ];
 
     /// The process exit status.
@@ -99,6 +105,8 @@ impl Exit {
             Exit::RestoreFormed => 34,
             Exit::Hazards => 40,
             Exit::PodCheckFailed => 41,
+            Exit::FleetAttention => 50,
+            Exit::FleetIncomplete => 51,
         }
     }
 
@@ -130,6 +138,12 @@ impl Exit {
             Exit::Hazards => "pod-check: hazards found",
             Exit::PodCheckFailed => {
                 "pod-check: the Pod could not be checked (API error or timeout)"
+            }
+            Exit::FleetAttention => {
+                "fleet: something needs a person (a refused member, a cluster condition)"
+            }
+            Exit::FleetIncomplete => {
+                "fleet: part of the fleet could not be read; nothing read needs a person"
             }
         }
     }

@@ -11,7 +11,7 @@
 #[cfg(test)]
 mod architecture;
 /// Child processes bounded by their process group: every tool the agent runs.
-pub mod child;
+pub(crate) mod child;
 /// The command line: every flag, its env var and its help (no I/O).
 pub mod cli;
 /// One module per one-shot command (`inspect`, `preflight`, `restore`, `wipe`, `install`, `pod-check`).
@@ -26,11 +26,15 @@ pub mod error;
 pub mod evidence;
 /// The documented exit codes.
 pub mod exit;
+/// `fleet` (also `kubectl etcd-guard`): every guarded member of every cluster in one view, from list and watch calls.
+pub mod fleet;
 /// How commands speak: the summary, `-o json`, the termination message.
 pub mod output;
 /// Restoring a snapshot: fetch and hash, the version-matched tool, verification, atomic publish.
+/// The preflight report: written by `preflight`, read by `serve` and `restore`.
+pub(crate) mod report;
 pub mod restore;
 /// The sidecar (`serve`): identity over gRPC, identity-aware readiness, metrics, push reports.
 pub mod server;
 /// The decision table of `preflight`: evidence in, verdict out, no I/O.
-pub mod verdict;
+pub(crate) mod verdict;

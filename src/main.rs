@@ -10,7 +10,7 @@ use etcd_member_agent::cli::{Cli, Command};
 use etcd_member_agent::error::Error;
 use etcd_member_agent::exit::Exit;
 use etcd_member_agent::output;
-use etcd_member_agent::{cmd, server};
+use etcd_member_agent::{cmd, fleet, server};
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_LOG")
@@ -55,7 +55,7 @@ fn explain_parse_error(e: &clap::Error) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(fleet::plugin_args(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             let _ = e.print();
@@ -78,6 +78,7 @@ fn main() -> ExitCode {
         Command::Install(args) => cmd::install::run(args),
         Command::PodCheck(args) => cmd::pod_check::run(args),
         Command::Serve(args) => server::start::run(args),
+        Command::Fleet(args) => fleet::run(args),
     };
     match result {
         Ok(exit) => exit.into(),

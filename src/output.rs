@@ -5,8 +5,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use serde_json::json;
-
 /// The output format chosen with `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
@@ -48,10 +46,33 @@ fn emit_io<T: serde::Serialize>(format: Format, human: &str, doc: &T) -> std::io
 /// Kubernetes keeps at most this much of a container's termination message.
 pub const TERMINATION_MESSAGE_MAX: usize = 4096;
 
-/// The short JSON an init container leaves in
-/// `initContainerStatuses[].state.terminated.message` for the operator: verdict,
-/// exit code, IDs (hex), reason and remedy, the two texts shortened until the
-/// whole fits in [`TERMINATION_MESSAGE_MAX`].
+/// The short JSON an init container (`preflight`, `restore`) leaves in
+/// `initContainerStatuses[].state.terminated.message` for the operator
+/// (docs/operator-integration.md § 5): written by [`fit`], read back by
+/// `fleet`, one type for both. Keys are snake_case; IDs 16-digit hex.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TerminationMessage {
+    /// The verdict's name (`refuse-empty-formed`); `null` when none was reached
+    /// (a usage error).
+    pub verdict: Option<String>,
+    /// The exit code (docs/exit-codes.md).
+    pub exit_code: u8,
+    /// The row of docs/decision-table.md the verdict came from, when the writer
+    /// knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+    /// The data directory's member ID (preflight) or the one restored to.
+    pub member_id: Option<String>,
+    /// Its cluster ID.
+    pub cluster_id: Option<String>,
+    /// What was seen.
+    pub reason: String,
+    /// What to do.
+    pub remedy: String,
+}
+
+/// [`fit`] of a message without a row: verdict, exit code, IDs (hex), reason
+/// and remedy.
 pub fn fitted_message(
     verdict: serde_json::Value,
     exit_code: u8,
@@ -59,26 +80,30 @@ pub fn fitted_message(
     reason: &str,
     remedy: &str,
 ) -> String {
-    let mut reason = reason.to_string();
-    let mut remedy = remedy.to_string();
+    fit(TerminationMessage {
+        verdict: verdict.as_str().map(str::to_owned),
+        exit_code,
+        row: None,
+        member_id,
+        cluster_id,
+        reason: reason.to_owned(),
+        remedy: remedy.to_owned(),
+    })
+}
+
+/// `msg` as JSON, its reason and remedy shortened until the whole fits in
+/// [`TERMINATION_MESSAGE_MAX`].
+pub fn fit(mut msg: TerminationMessage) -> String {
     loop {
-        let msg = json!({
-            "verdict": verdict,
-            "exit_code": exit_code,
-            "member_id": member_id,
-            "cluster_id": cluster_id,
-            "reason": reason,
-            "remedy": remedy,
-        })
-        .to_string();
-        if msg.len() <= TERMINATION_MESSAGE_MAX {
-            return msg;
+        let text = serde_json::to_string(&msg).unwrap_or_default();
+        if text.len() <= TERMINATION_MESSAGE_MAX {
+            return text;
         }
         // Shorten the longer text by a quarter, on a char boundary, and retry.
-        let longer = if reason.len() >= remedy.len() {
-            &mut reason
+        let longer = if msg.reason.len() >= msg.remedy.len() {
+            &mut msg.reason
         } else {
-            &mut remedy
+            &mut msg.remedy
         };
         let mut cut = longer.len() * 3 / 4;
         while !longer.is_char_boundary(cut) {
@@ -105,5 +130,39 @@ pub fn write_termination_message(termination_log: Option<&Path>, msg: &str) {
         if explicit {
             tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fitted_message_reads_back_as_the_shared_type() {
+        let text = fitted_message(
+            serde_json::json!("refuse-empty-formed"),
+            10,
+            [None, Some("769f1c9e0d723d0b".into())],
+            &"r".repeat(5000),
+            "remedy",
+        );
+        assert!(text.len() <= TERMINATION_MESSAGE_MAX);
+        let msg: TerminationMessage = serde_json::from_str(&text).unwrap();
+        assert_eq!(msg.verdict.as_deref(), Some("refuse-empty-formed"));
+        assert_eq!((msg.exit_code, msg.row), (10, None));
+        assert_eq!(msg.cluster_id.as_deref(), Some("769f1c9e0d723d0b"));
+        assert!(msg.reason.ends_with('…') && msg.remedy == "remedy");
+        // No row written unless one is known; one given is kept.
+        assert!(!text.contains("\"row\""));
+        let with_row = fit(TerminationMessage {
+            row: Some("7".into()),
+            ..msg
+        });
+        let back: TerminationMessage = serde_json::from_str(&with_row).unwrap();
+        assert_eq!(back.row.as_deref(), Some("7"));
+        // A usage error's message has no verdict.
+        let usage = fitted_message(serde_json::Value::Null, 2, [None, None], "bad", "fix");
+        let msg: TerminationMessage = serde_json::from_str(&usage).unwrap();
+        assert_eq!(msg.verdict, None);
     }
 }

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::preflight::{self, EvidenceEntry};
+use super::preflight::{self, EvidenceEntry, PreflightReport};
 use crate::cli::BumpRevision;
 use crate::cli::{RestoreArgs, SnapshotSourceKind};
 use crate::disk::bbolt::BoltError;
@@ -63,7 +63,7 @@ use crate::restore::tool::{self, RestoreRequest, ToolError, ToolKind};
 use crate::restore::trailer::{has_trailer, TrailerCheck};
 use crate::restore::verify::{self, Content, ContentError, Expected, VerifyError};
 use crate::restore::{self as pieces};
-use crate::verdict::Verdict;
+use crate::verdict::{Row, Verdict};
 
 /// etcd preallocates each WAL segment to this size.
 const WAL_SEGMENT_BYTES: u64 = 64_000_000;
@@ -472,356 +472,8 @@ impl RestoreReport {
     }
 }
 
-/// Why a run ended short of `restored` or `already-initialized`: one variant per
-/// way, each carrying what its reason names. `Display` is the reason;
-/// [`Halt::exit`], [`Halt::verdict`] and [`Halt::remedy`] are the one mapping of
-/// a halt to its exit code, its verdict name and what to do.
-#[derive(Debug, thiserror::Error)]
-enum Halt {
-    /// The configuration is wrong (`Plan::from_args`).
-    #[error("{0}")]
-    Usage(String),
-    /// preflight could not gather the gate's evidence.
-    #[error("gathering evidence failed: {0:#}")]
-    Evidence(#[source] Error),
-    /// The runtime of the S3 client cannot start.
-    #[error(transparent)]
-    Runtime(std::io::Error),
-    /// The cluster already formed: preflight's verdict and reason.
-    #[error(
-        "refusing to restore: the cluster already formed ({}: {reason}). A restore would boot a new cluster with this member's and the cluster's IDs over it",
-        verdict.name()
-    )]
-    Formed {
-        /// preflight's verdict (`join`, `refuse-empty-formed`, `phase-unknown`).
-        verdict: Verdict,
-        /// preflight's reason.
-        reason: String,
-    },
-    /// preflight's own refusal, with its reason and remedy.
-    #[error("refusing to restore: {reason}")]
-    Refused {
-        /// Which.
-        refusal: Refusal,
-        /// preflight's reason.
-        reason: String,
-        /// preflight's remedy.
-        remedy: String,
-    },
-    /// The directory is initialized, but not with the IDs this restore produces.
-    #[error(
-        "the directory holds member {} of cluster {}, not the {expected_member} of {expected_cluster} this restore would produce: it was not created by this restore; nothing touched",
-        or_blank(*member),
-        or_blank(*cluster)
-    )]
-    NotThisRestore {
-        /// The directory's member ID.
-        member: Option<MemberId>,
-        /// The directory's cluster ID.
-        cluster: Option<ClusterId>,
-        /// This restore's member ID.
-        expected_member: MemberId,
-        /// This restore's cluster ID.
-        expected_cluster: ClusterId,
-    },
-    /// The directory holds this restore's IDs, but its backend cannot be read.
-    #[error(
-        "the data dir is initialized, but its backend {} cannot be read to compare with the snapshot: {source}",
-        db.display()
-    )]
-    ExistingUnreadable {
-        /// The backend file.
-        db: PathBuf,
-        /// The cause.
-        #[source]
-        source: BoltError,
-    },
-    /// The directory holds this restore's IDs but not the snapshot's data.
-    #[error(
-        "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
-        existing.revision, existing.keys, snapshot.revision, snapshot.keys
-    )]
-    BootstrappedEmpty {
-        /// The data dir's backend.
-        existing: Content,
-        /// The snapshot's.
-        snapshot: Content,
-    },
-    /// No restore tool, or not the one `ETCDUTL_PATH` names.
-    #[error(transparent)]
-    ToolMissing(ToolError),
-    /// The tool cannot do `--bump-revision`.
-    #[error(transparent)]
-    ToolUnsupported(ToolError),
-    /// The tool ran out of space on the data volume.
-    #[error(transparent)]
-    ToolNoSpace(ToolError),
-    /// The tool failed, timed out, or wrote nothing.
-    #[error(transparent)]
-    ToolFailed(ToolError),
-    /// The source is missing, unreadable, timed out or stalled.
-    #[error(transparent)]
-    Source(SourceError),
-    /// The snapshot's size says it has no SHA-256 trailer (without `--skip-hash-check`).
-    #[error(
-        "the snapshot {location} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output"
-    )]
-    NoTrailer {
-        /// Path or `s3://bucket/key`.
-        location: String,
-        /// Its size.
-        size: u64,
-    },
-    /// The trailer does not match the content.
-    #[error(
-        "the snapshot {location} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}"
-    )]
-    HashMismatch {
-        /// Path or `s3://bucket/key`.
-        location: String,
-        /// The trailer, hex.
-        expected: String,
-        /// The content's hash, hex.
-        computed: String,
-    },
-    /// Another number of bytes arrived than announced.
-    #[error(
-        "the snapshot {location} changed while it was fetched: {announced} bytes announced, {received} received"
-    )]
-    SourceChanged {
-        /// Path or `s3://bucket/key`.
-        location: String,
-        /// stat or HEAD.
-        announced: u64,
-        /// Fetched.
-        received: u64,
-    },
-    /// The staged snapshot is not an etcd backend (before the tool ran).
-    #[error("the snapshot {location} is not a readable etcd backend: {source}")]
-    SnapshotNotABackend {
-        /// Path or `s3://bucket/key`.
-        location: String,
-        /// The cause.
-        #[source]
-        source: BoltError,
-    },
-    /// The snapshot an initialized directory is compared with is not an etcd backend.
-    #[error("the snapshot {location} is not a readable etcd backend: {source}")]
-    ComparedNotABackend {
-        /// Path or `s3://bucket/key`.
-        location: String,
-        /// The cause.
-        #[source]
-        source: BoltError,
-    },
-    /// `statvfs` says the data dir's filesystem has too little room.
-    #[error(
-        "not enough free space on {}: {} a {size}-byte snapshot needs {needed} bytes ({}), but {available} are available",
-        path.display(), purpose.doing(), purpose.parts()
-    )]
-    TooLittleSpace {
-        /// What the room is for.
-        purpose: SpaceFor,
-        /// The path `statvfs` was asked about.
-        path: PathBuf,
-        /// The snapshot's size.
-        size: u64,
-        /// Bytes needed.
-        needed: u64,
-        /// Bytes available.
-        available: u64,
-    },
-    /// The data volume filled up under the agent's own writes.
-    #[error(transparent)]
-    VolumeFull(WriteError),
-    /// The agent cannot write the data dir.
-    #[error(transparent)]
-    Unwritable(WriteError),
-    /// The staged directory is not the member asked for.
-    #[error(transparent)]
-    StagedIdentity(VerifyError),
-    /// The staged backend does not hold the snapshot's data.
-    #[error(transparent)]
-    StagedContent(ContentError),
-    /// The staged directory verified, the published one does not.
-    #[error("after publishing: {0}")]
-    PublishedIdentity(#[source] VerifyError),
-}
-
-/// preflight's refusals the gate passes on, each with preflight's exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
-    /// No source could establish the cluster's phase, and no live cluster answered.
-    PhaseUnknown,
-    /// The directory belongs to another member or cluster.
-    Foreign,
-    /// The directory is corrupt.
-    Corrupt,
-    /// The directory is partially initialized.
-    Partial,
-    /// etcd is running on the directory.
-    Running,
-    /// The etcd version about to start would refuse the directory.
-    Version,
-    /// The directory's log went backwards.
-    RolledBack,
-    /// The directory cannot be read.
-    Unreadable,
-}
-
-/// A write into the data dir's filesystem that failed.
-#[derive(Debug, thiserror::Error)]
-enum WriteError {
-    /// Creating, removing, fsyncing, renaming or `statvfs`.
-    #[error(transparent)]
-    Stage(StageError),
-    /// Writing the staged snapshot (a [`FetchError::Write`]).
-    #[error(transparent)]
-    StagedCopy(FetchError),
-}
-
-impl WriteError {
-    fn is_no_space(&self) -> bool {
-        match self {
-            WriteError::Stage(e) => e.is_no_space(),
-            WriteError::StagedCopy(e) => e.is_no_space(),
-        }
-    }
-}
-
-impl From<WriteError> for Halt {
-    fn from(e: WriteError) -> Halt {
-        if e.is_no_space() {
-            Halt::VolumeFull(e)
-        } else {
-            Halt::Unwritable(e)
-        }
-    }
-}
-
-impl From<StageError> for Halt {
-    fn from(e: StageError) -> Halt {
-        WriteError::Stage(e).into()
-    }
-}
-
-impl From<FetchError> for Halt {
-    fn from(e: FetchError) -> Halt {
-        match e {
-            FetchError::Source(e) => Halt::Source(e),
-            e @ FetchError::Write { .. } => WriteError::StagedCopy(e).into(),
-        }
-    }
-}
-
-/// An ID the directory may lack, blank when it does.
-fn or_blank(id: Option<impl std::fmt::Display>) -> String {
-    id.map(|id| id.to_string()).unwrap_or_default()
-}
-
-impl Halt {
-    /// The exit code: the one place `restore` decides one.
-    fn exit(&self) -> Exit {
-        match self {
-            Halt::Usage(_) => Exit::Usage,
-            Halt::Evidence(_) | Halt::Runtime(_) => Exit::Internal,
-            Halt::Formed { .. } => Exit::RestoreFormed,
-            Halt::Refused { refusal, .. } => match refusal {
-                Refusal::PhaseUnknown => Exit::PhaseUnknown,
-                Refusal::Foreign => Exit::RefuseForeign,
-                Refusal::Corrupt => Exit::RefuseCorrupt,
-                Refusal::Partial => Exit::RefusePartial,
-                Refusal::Running => Exit::RefuseRunning,
-                Refusal::Version => Exit::RefuseVersion,
-                Refusal::RolledBack => Exit::RefuseRolledBack,
-                Refusal::Unreadable => Exit::Unreadable,
-            },
-            Halt::NotThisRestore { .. } => Exit::RefuseForeign,
-            Halt::ExistingUnreadable { .. }
-            | Halt::BootstrappedEmpty { .. }
-            | Halt::StagedIdentity(_)
-            | Halt::StagedContent(_)
-            | Halt::PublishedIdentity(_) => Exit::RestoreVerify,
-            Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => {
-                Exit::RestoreTool
-            }
-            Halt::Source(_)
-            | Halt::NoTrailer { .. }
-            | Halt::HashMismatch { .. }
-            | Halt::SourceChanged { .. }
-            | Halt::SnapshotNotABackend { .. }
-            | Halt::ComparedNotABackend { .. } => Exit::RestoreSource,
-            Halt::ToolNoSpace(_) | Halt::TooLittleSpace { .. } | Halt::VolumeFull(_) => {
-                Exit::RestoreSpace
-            }
-            Halt::Unwritable(_) => Exit::Unreadable,
-        }
-    }
-
-    /// The verdict name, as written in the JSON document, the logs and the Event.
-    fn verdict(&self) -> &'static str {
-        match self {
-            Halt::Usage(_) => "usage-error",
-            Halt::Evidence(_) | Halt::Runtime(_) => "internal-error",
-            Halt::Formed { .. } => "refuse-formed",
-            Halt::Refused { refusal, .. } => match refusal {
-                Refusal::PhaseUnknown => "phase-unknown",
-                Refusal::Foreign => "refuse-foreign",
-                Refusal::Corrupt => "refuse-corrupt",
-                Refusal::Partial => "refuse-partial",
-                Refusal::Running => "refuse-running",
-                Refusal::Version => "refuse-version",
-                Refusal::RolledBack => "refuse-rolled-back",
-                Refusal::Unreadable => "unreadable",
-            },
-            Halt::NotThisRestore { .. } => "refuse-foreign",
-            Halt::ExistingUnreadable { .. }
-            | Halt::BootstrappedEmpty { .. }
-            | Halt::StagedIdentity(_)
-            | Halt::StagedContent(_)
-            | Halt::PublishedIdentity(_) => "verify-failed",
-            Halt::ToolMissing(_) | Halt::ToolUnsupported(_) | Halt::ToolFailed(_) => "tool-failed",
-            Halt::Source(_)
-            | Halt::NoTrailer { .. }
-            | Halt::HashMismatch { .. }
-            | Halt::SourceChanged { .. }
-            | Halt::SnapshotNotABackend { .. }
-            | Halt::ComparedNotABackend { .. } => "source-failed",
-            Halt::ToolNoSpace(_) | Halt::TooLittleSpace { .. } | Halt::VolumeFull(_) => "no-space",
-            Halt::Unwritable(_) => "data-dir-unwritable",
-        }
-    }
-
-    /// What to do.
-    fn remedy(&self) -> &str {
-        match self {
-            Halt::Usage(_) => "fix the configuration",
-            Halt::Evidence(_) => "this is a bug; report it with the logs",
-            Halt::Runtime(_) => "",
-            Halt::Formed { .. } => REMEDY_FORMED,
-            Halt::Refused { remedy, .. } => remedy,
-            Halt::NotThisRestore { .. } => "check --name, --initial-cluster and --initial-cluster-token against the cluster this volume belongs to; restore only into an empty data dir",
-            Halt::ExistingUnreadable { .. } => "inspect the data dir (etcd-member-agent inspect); nothing was touched",
-            Halt::BootstrappedEmpty { .. } => "do not start etcd on it: it would serve an empty keyspace as this cluster. Wipe the data dir (etcd-member-agent wipe) and rerun restore, or recover the member from its peers",
-            Halt::ToolMissing(_) => "run restore in the etcd image (its /usr/local/bin has the matching etcdutl), or point ETCDUTL_PATH at etcdutl (3.5+) or etcdctl (3.4)",
-            Halt::ToolUnsupported(_) => "--bump-revision needs etcdutl 3.6+ (or a 3.5 patch that has it): run restore in a 3.6+ etcd image or point ETCDUTL_PATH at such an etcdutl",
-            Halt::ToolNoSpace(_) => "the data volume filled up while the tool wrote the restored member; give it more room (or free it), then retry",
-            Halt::ToolFailed(_) => "read the tool's message above; a snapshot from a newer etcd needs that version's etcdutl",
-            Halt::Source(_) => "check the snapshot source (path, bucket, key, endpoint, credentials) and that it is reachable from the Pod",
-            Halt::NoTrailer { .. } => "restore a snapshot taken with `etcdctl snapshot save`; a raw db copied out of a data dir can be restored with --skip-hash-check (AGENT_SKIP_HASH_CHECK=true)",
-            Halt::HashMismatch { .. } => "the snapshot is corrupt or truncated; restore from another snapshot",
-            Halt::SourceChanged { .. } => "make sure nothing writes the snapshot during the restore, then retry",
-            Halt::SnapshotNotABackend { .. } => "the snapshot is corrupt or not an etcd snapshot; restore from another snapshot",
-            Halt::ComparedNotABackend { .. } => "the data dir was not touched; check the snapshot source",
-            Halt::TooLittleSpace { .. } => "give the data volume more room (or free it), then retry",
-            Halt::VolumeFull(_) => "give the data volume more room, then retry",
-            Halt::Unwritable(_) => "check the data volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to write the data dir",
-            Halt::StagedIdentity(_) => "the restore tool did not produce the requested member; check --name, --initial-cluster and --initial-cluster-token, and that the tool matches the snapshot's etcd version",
-            Halt::StagedContent(_) => "the restore tool did not restore this snapshot's data; check that ETCDUTL_PATH is the real etcdutl (or etcdctl for 3.4) of the snapshot's etcd version",
-            Halt::PublishedIdentity(_) => "keep the directory for analysis and report this: the staged copy verified but the published one does not",
-        }
-    }
-}
+mod halt;
+use halt::Halt;
 
 /// What the gate makes of preflight's verdict.
 #[derive(Debug, PartialEq, Eq)]
@@ -832,8 +484,8 @@ enum Gate {
     Proceed,
     /// The cluster already formed: never restore over it.
     Formed,
-    /// preflight's own refusal.
-    Refuse(Refusal),
+    /// preflight's own refusal (its verdict).
+    Refuse(Verdict),
 }
 
 /// Headroom above the witness's revision for writes after its last renewal.
@@ -850,25 +502,88 @@ fn auto_bump(seen: Option<i64>, snapshot: i64) -> u64 {
     }
 }
 
-/// Maps preflight's verdict (and which sources answered) to the restore gate.
-fn gate(verdict: Verdict, live_answered: bool, any_source_answered: bool) -> Gate {
-    match verdict {
-        Verdict::Start => Gate::AlreadyInitialized,
-        Verdict::Bootstrap => Gate::Proceed,
-        // Only `--allow-bootstrap-without-evidence` yields `join` with every source
-        // silent: a member of a multi-member restore, which bootstraps too.
-        Verdict::Join if !any_source_answered => Gate::Proceed,
-        Verdict::Join | Verdict::RefuseEmptyFormed => Gate::Formed,
-        Verdict::PhaseUnknown if live_answered => Gate::Formed,
+/// The highest revision a witness of any member of the restored cluster
+/// recorded: this member's own (`own`: its Lease or file, as preflight read
+/// them) and, in a cluster of several members, every member's Lease — each
+/// member restored with `auto` must compute the same bump, or their revisions
+/// would differ by the difference for good. A Lease that cannot be read, or no
+/// Kubernetes API, halts: a guess could give this member another N than its
+/// peers.
+fn cluster_seen_revision(
+    p: &Plan,
+    own: Option<i64>,
+    notes: &mut Vec<String>,
+) -> Result<Option<i64>, Halt> {
+    let members: Vec<String> = ids::parse_initial_cluster(&p.initial_cluster)
+        .map(|m| m.into_keys().collect())
+        .unwrap_or_default();
+    if members.len() <= 1 {
+        return Ok(own);
+    }
+    let read = preflight::witness_revisions(&p.evidence, &members).map_err(|why| {
+        Halt::AutoBumpUnread {
+            why: format!(
+                "the witness Leases of {} cannot be read: {why}",
+                members.join(", ")
+            ),
+        }
+    })?;
+    highest_seen(own, read, notes)
+}
+
+/// The highest of `own` and every Lease's revision; a Lease that could not be
+/// read halts.
+fn highest_seen(
+    own: Option<i64>,
+    read: preflight::LeaseRevisions,
+    notes: &mut Vec<String>,
+) -> Result<Option<i64>, Halt> {
+    let mut seen = own;
+    for (lease, revision) in read {
+        let r = revision.map_err(|why| Halt::AutoBumpUnread {
+            why: format!("{lease} cannot be read: {why}"),
+        })?;
+        notes.push(format!(
+            "--bump-revision auto: {lease} recorded {}",
+            r.map_or("no revision (or does not exist)".to_owned(), |r| format!(
+                "revision {r}"
+            ))
+        ));
+        seen = seen.max(r);
+    }
+    Ok(seen)
+}
+
+/// Maps preflight's row to the restore gate.
+fn gate<D, U>(pre: &PreflightReport<D, U>) -> Gate {
+    match pre.row {
+        Row::Start
+        | Row::StartStaleRecord
+        | Row::StartEmptyLog
+        | Row::StartCatchingUp
+        | Row::StartRestoredAbove => Gate::AlreadyInitialized,
+        Row::Bootstrap => Gate::Proceed,
+        // Every source silent, allowed by `--allow-bootstrap-without-evidence`:
+        // the seed, or any member of a multi-member restore, bootstraps — unless
+        // the operator or the env hints answered (it is an operator's member,
+        // whose cluster may have formed).
+        Row::AllowedWithoutEvidence
+            if pre.verdict == Verdict::Bootstrap
+                || !(pre.answered(Source::Kube) || pre.answered(Source::Env)) =>
+        {
+            Gate::Proceed
+        }
+        // A live cluster answered (8, 8b, 10), or this member started (7–7b, 8a).
+        Row::AllowedWithoutEvidence
+        | Row::Join
+        | Row::JoinUntrusted
+        | Row::NotListed
+        | Row::JoinSelfOnly
+        | Row::EmptyFormed
+        | Row::EmptyLogFormed
+        | Row::Rebootstrapped => Gate::Formed,
         // Every other refusal is preflight's own, with its own exit code.
-        Verdict::PhaseUnknown => Gate::Refuse(Refusal::PhaseUnknown),
-        Verdict::RefuseForeign => Gate::Refuse(Refusal::Foreign),
-        Verdict::RefuseCorrupt => Gate::Refuse(Refusal::Corrupt),
-        Verdict::RefusePartial => Gate::Refuse(Refusal::Partial),
-        Verdict::RefuseRunning => Gate::Refuse(Refusal::Running),
-        Verdict::RefuseVersion => Gate::Refuse(Refusal::Version),
-        Verdict::RefuseRolledBack => Gate::Refuse(Refusal::RolledBack),
-        Verdict::Unreadable => Gate::Refuse(Refusal::Unreadable),
+        _ => Gate::Refuse(pre.verdict),
     }
 }
 
@@ -940,11 +655,8 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         reason: pre.reason.clone(),
     });
     r.data_dir = Some(pre.data_dir.clone());
-    let answered = |s: Source| pre.evidence.iter().any(|e| e.source == s && e.answered);
-    let live = answered(Source::Etcd);
-    let any = live || answered(Source::Kube) || answered(Source::Env);
     let staging = Staging::of(&p.data_dir);
-    match gate(pre.verdict, live, any) {
+    match gate(&pre) {
         Gate::AlreadyInitialized => {
             // A crash between publishing and cleaning up leaves only debris: finish.
             if staging.remove()? {
@@ -972,9 +684,9 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
                 reason: pre.reason,
             })
         }
-        Gate::Refuse(refusal) => {
+        Gate::Refuse(verdict) => {
             return Err(Halt::Refused {
-                refusal,
+                verdict,
                 reason: pre.reason,
                 remedy: pre.remedy,
             })
@@ -1023,14 +735,16 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
     let (bump_revision, mark_compacted) = match p.bump_revision {
         BumpRevision::By(n) => (n, p.mark_compacted),
         BumpRevision::Auto => {
-            let n = auto_bump(pre.witness.seen_revision, snapshot_content.revision);
-            match pre.witness.seen_revision {
+            let seen = cluster_seen_revision(p, pre.witness.seen_revision, &mut r.notes)
+                .map_err(cleanup)?;
+            let n = auto_bump(seen, snapshot_content.revision);
+            match seen {
                 Some(seen) => r.notes.push(format!(
-                    "--bump-revision auto: the witness recorded revision {seen}, the snapshot is at {}: bumping by {n}",
+                    "--bump-revision auto: the highest revision a witness of this cluster's members recorded is {seen}, the snapshot is at {}: bumping by {n} (restore every member of the cluster with the same N, --bump-revision {n}, or with auto before any of them starts)",
                     snapshot_content.revision
                 )),
                 None => r.notes.push(
-                    "--bump-revision auto: no witness of this member recorded a revision: no bump".into(),
+                    "--bump-revision auto: no witness of this cluster's members recorded a revision: no bump".into(),
                 ),
             }
             if n > 0 {
@@ -1112,7 +826,7 @@ fn execute(p: &Plan, r: &mut RestoreReport) -> Result<(), Halt> {
         // this `member/`: never move it from under it.
         if now.running {
             return Err(cleanup(Halt::Refused {
-                refusal: Refusal::Running,
+                verdict: Verdict::RefuseRunning,
                 reason: format!(
                     "an etcd process holds {} (it started while the snapshot was fetched): the restore was not published",
                     data_paths.member_dir.display()
@@ -1434,293 +1148,4 @@ fn summary(r: &RestoreReport) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The exit code and verdict name the gate's refusal of `v` ends the run with.
-    fn refused(v: Verdict, live: bool, any: bool) -> (Exit, &'static str) {
-        let halt = match gate(v, live, any) {
-            Gate::Formed => Halt::Formed {
-                verdict: v,
-                reason: String::new(),
-            },
-            Gate::Refuse(refusal) => Halt::Refused {
-                refusal,
-                reason: String::new(),
-                remedy: String::new(),
-            },
-            g => panic!("{v:?} is not refused: {g:?}"),
-        };
-        (halt.exit(), halt.verdict())
-    }
-
-    #[test]
-    fn the_gate_restores_only_a_first_bootstrap() {
-        use Verdict::*;
-        assert_eq!(gate(Start, true, true), Gate::AlreadyInitialized);
-        assert_eq!(gate(Bootstrap, false, true), Gate::Proceed);
-        assert_eq!(gate(Bootstrap, false, false), Gate::Proceed);
-        assert_eq!(gate(Join, false, false), Gate::Proceed);
-        assert_eq!(
-            refused(Join, true, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(Join, false, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(RefuseEmptyFormed, false, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(PhaseUnknown, true, true),
-            (Exit::RestoreFormed, "refuse-formed")
-        );
-        assert_eq!(
-            refused(PhaseUnknown, false, false),
-            (Exit::PhaseUnknown, "phase-unknown")
-        );
-        assert_eq!(
-            refused(RefusePartial, false, false),
-            (Exit::RefusePartial, "refuse-partial")
-        );
-        assert_eq!(
-            refused(RefuseCorrupt, false, false),
-            (Exit::RefuseCorrupt, "refuse-corrupt")
-        );
-        assert_eq!(
-            refused(RefuseRunning, false, false),
-            (Exit::RefuseRunning, "refuse-running")
-        );
-        assert_eq!(
-            refused(Unreadable, false, false),
-            (Exit::Unreadable, "unreadable")
-        );
-        assert_eq!(
-            refused(RefuseForeign, true, true),
-            (Exit::RefuseForeign, "refuse-foreign")
-        );
-        assert_eq!(
-            refused(RefuseVersion, false, true),
-            (Exit::RefuseVersion, "refuse-version")
-        );
-    }
-
-    /// preflight's own refusals end a restore with preflight's exit code and name.
-    #[test]
-    fn a_refusal_passed_on_keeps_preflights_exit_code_and_name() {
-        use Verdict::*;
-        for v in [
-            PhaseUnknown,
-            RefuseForeign,
-            RefuseCorrupt,
-            RefusePartial,
-            RefuseRunning,
-            RefuseVersion,
-            Unreadable,
-        ] {
-            for any in [false, true] {
-                assert_eq!(refused(v, false, any), (v.exit(), v.name()), "{v:?}");
-            }
-        }
-    }
-
-    /// The reasons composed from several pieces read as the `format!` that
-    /// composed them before the halt was typed.
-    #[test]
-    fn the_composed_reasons_read_as_before() {
-        let m: MemberId = "8e9e05c52164694d".parse().unwrap();
-        let c: ClusterId = "cdf818194e3a8c32".parse().unwrap();
-        let m2: MemberId = "0000000000000001".parse().unwrap();
-        let h = Halt::NotThisRestore {
-            member: Some(m2),
-            cluster: None,
-            expected_member: m,
-            expected_cluster: c,
-        };
-        assert_eq!(
-            h.to_string(),
-            format!(
-                "the directory holds member {} of cluster {}, not the {} of {} this restore would produce: it was not created by this restore; nothing touched",
-                Some(m2).map(|id| id.to_string()).unwrap_or_default(),
-                None::<ClusterId>.map(|id| id.to_string()).unwrap_or_default(),
-                m,
-                c
-            )
-        );
-        let h = Halt::Formed {
-            verdict: Verdict::Join,
-            reason: "r".into(),
-        };
-        assert_eq!(h.to_string(), format!("refusing to restore: the cluster already formed ({}: {}). A restore would boot a new cluster with this member's and the cluster's IDs over it", Verdict::Join.name(), "r"));
-        assert_eq!(h.remedy(), REMEDY_FORMED);
-        let h = Halt::Refused {
-            refusal: Refusal::Partial,
-            reason: "r".into(),
-            remedy: "fix it".into(),
-        };
-        assert_eq!(h.to_string(), "refusing to restore: r");
-        assert_eq!(h.remedy(), "fix it");
-        let (existing, snapshot) = (
-            Content {
-                revision: 1,
-                keys: 2,
-                kv_hash: 3,
-            },
-            Content {
-                revision: 4,
-                keys: 5,
-                kv_hash: 6,
-            },
-        );
-        assert_eq!(
-            Halt::BootstrappedEmpty { existing, snapshot }.to_string(),
-            format!(
-                "the data dir holds this restore's member and cluster IDs but not the snapshot's data: its backend is at revision {} ({} keys), the snapshot at revision {} ({} keys). etcd bootstrapped it empty instead of restoring; nothing touched",
-                existing.revision, existing.keys, snapshot.revision, snapshot.keys
-            )
-        );
-        let source = SourcePlan::File("/snap/db".into());
-        let size = 1000;
-        assert_eq!(
-            no_trailer(&source, size).to_string(),
-            format!(
-                "the snapshot {} has no SHA-256 trailer ({size} bytes, size % 512 != 32): it is not `etcdctl snapshot save` output",
-                source.describe()
-            )
-        );
-        let (expected, computed) = ("ab".to_string(), "cd".to_string());
-        assert_eq!(
-            Halt::HashMismatch { location: source.describe(), expected: expected.clone(), computed: computed.clone() }.to_string(),
-            format!("the snapshot {} fails its SHA-256 check: the trailer says {expected}, the content hashes to {computed}", source.describe())
-        );
-        let (expected, received) = (10u64, 7u64);
-        assert_eq!(
-            Halt::SourceChanged { location: source.describe(), announced: expected, received }.to_string(),
-            format!("the snapshot {} changed while it was fetched: {expected} bytes announced, {received} received", source.describe())
-        );
-        let (fs_path, needed, available) = (PathBuf::from("/var/lib/etcd"), 5000u64, 10u64);
-        assert_eq!(
-            Halt::TooLittleSpace { purpose: SpaceFor::Restore, path: fs_path.clone(), size, needed, available }.to_string(),
-            format!(
-                "not enough free space on {}: a restore of a {size}-byte snapshot needs {needed} bytes (2 × the snapshot, for the staged copy and the restored db, plus the two {WAL_SEGMENT_BYTES}-byte WAL segments etcd preallocates, plus 1048576 bytes of margin), but {available} are available",
-                fs_path.display()
-            )
-        );
-        assert_eq!(
-            Halt::TooLittleSpace { purpose: SpaceFor::Compare, path: fs_path.clone(), size, needed, available }.to_string(),
-            format!(
-                "not enough free space on {}: comparing this member with a {size}-byte snapshot needs {needed} bytes (the staged copy, plus 1048576 bytes of margin), but {available} are available",
-                fs_path.display()
-            )
-        );
-        let e = VerifyError {
-            dir: "/d".into(),
-            problems: vec!["a".into(), "b".into()],
-        };
-        let text = e.to_string();
-        assert_eq!(
-            Halt::PublishedIdentity(e).to_string(),
-            format!("after publishing: {text}")
-        );
-        let e = Error::internal("reading", &std::io::Error::other("boom"));
-        let text = format!("gathering evidence failed: {e:#}");
-        assert_eq!(Halt::Evidence(e).to_string(), text);
-        let e = Error::usage("bad flag");
-        let text = e.to_string();
-        assert_eq!(Halt::Usage(text.clone()).to_string(), text);
-    }
-
-    /// Each typed error passed through reads as the error itself did.
-    #[test]
-    fn a_wrapped_error_reads_as_itself() {
-        let io = || std::io::Error::from_raw_os_error(nix::libc::ENOSPC);
-        let stage = || StageError {
-            op: "rename",
-            path: "/d/member".into(),
-            source: io(),
-        };
-        let text = stage().to_string();
-        let h = Halt::from(stage());
-        assert_eq!(
-            (h.exit(), h.verdict(), h.to_string()),
-            (Exit::RestoreSpace, "no-space", text)
-        );
-        let eacces = StageError {
-            op: "create",
-            path: "/d".into(),
-            source: std::io::Error::from_raw_os_error(nix::libc::EACCES),
-        };
-        let text = eacces.to_string();
-        let h = Halt::from(eacces);
-        assert_eq!(
-            (h.exit(), h.verdict(), h.to_string()),
-            (Exit::Unreadable, "data-dir-unwritable", text)
-        );
-        let write = FetchError::Write {
-            path: "/d/.restore-staging/snapshot".into(),
-            source: io(),
-        };
-        let text = write.to_string();
-        let h = Halt::from(write);
-        assert_eq!(
-            (h.exit(), h.verdict(), h.to_string()),
-            (Exit::RestoreSpace, "no-space", text)
-        );
-        assert_eq!(h.remedy(), "give the data volume more room, then retry");
-        let gone = FetchError::Source(SourceError::NotFound {
-            location: "/snap".into(),
-        });
-        let text = gone.to_string();
-        let h = Halt::from(gone);
-        assert_eq!(
-            (h.exit(), h.verdict(), h.to_string()),
-            (Exit::RestoreSource, "source-failed", text)
-        );
-    }
-
-    /// A crashed restore leaves its staging directory; the inspector must treat
-    /// it as debris (the directory stays `empty`), or the rerun that would finish
-    /// the job is refused as `partial`.
-    #[test]
-    fn the_inspector_treats_a_leftover_staging_dir_as_debris() {
-        let dir = tempfile::tempdir().unwrap();
-        let staging = Staging::of(dir.path());
-        staging.create().unwrap();
-        std::fs::create_dir_all(staging.restored().join("member/snap")).unwrap();
-        std::fs::write(staging.restored().join("member/snap/db"), b"x").unwrap();
-        std::fs::write(staging.snapshot(), b"partial").unwrap();
-        let ins = layout::inspect(&Paths::new(dir.path(), None), Options::default());
-        assert_eq!(ins.kind(), crate::disk::layout::DirKind::Empty);
-        let entry = ins
-            .unexpected
-            .iter()
-            .find(|e| e.path.ends_with(stage::STAGING_DIR))
-            .expect("the staging dir is reported");
-        assert!(entry.note.contains("restore"), "{}", entry.note);
-    }
-
-    #[test]
-    fn the_termination_message_fits_in_4_kib() {
-        let mut r = RestoreReport::new(None);
-        r.reason = "é".repeat(5000);
-        r.remedy = "x".repeat(9000);
-        let msg = termination_message(&r);
-        assert!(msg.len() <= output::TERMINATION_MESSAGE_MAX);
-        let v: serde_json::Value = serde_json::from_str(&msg).unwrap();
-        assert_eq!(v["verdict"], "usage-error");
-    }
-
-    #[test]
-    fn auto_bump_puts_the_snapshot_above_what_the_witness_saw() {
-        assert_eq!(auto_bump(None, 40), 0);
-        assert_eq!(auto_bump(Some(55), 40), 15 + AUTO_BUMP_MARGIN);
-        // A snapshot newer than the witness's last renewal: the margin alone.
-        assert_eq!(auto_bump(Some(30), 40), AUTO_BUMP_MARGIN);
-        assert_eq!(
-            auto_bump(Some(i64::MAX), i64::MIN),
-            i64::MAX as u64 + AUTO_BUMP_MARGIN
-        );
-    }
-}
+mod tests;

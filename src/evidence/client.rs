@@ -206,14 +206,64 @@ pub async fn client(
     kubeconfig: Option<&PathBuf>,
     request_timeout: Duration,
 ) -> Result<Client, ConfigError> {
-    let (mut config, from) = match kubeconfig {
-        Some(path) => {
+    client_with(
+        kubeconfig,
+        None,
+        Timeouts {
+            connect: request_timeout,
+            read: request_timeout,
+        },
+    )
+    .await
+}
+
+/// The bounds of every request of a client from [`client_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting (TCP and TLS) and writing a request.
+    pub connect: Duration,
+    /// A silence while reading an answer. A watch is one long answer: its
+    /// client needs a bound above the server-side `timeoutSeconds` it asks for.
+    pub read: Duration,
+}
+
+/// As [`client`], for a person's command line (`fleet`, the kubectl plugin):
+/// `kubeconfig` may be a list of files (`KUBECONFIG=a:b`, merged as kubectl
+/// merges them) and `context` picks a context other than the current one (from
+/// `$KUBECONFIG` or `~/.kube/config` when no file is given).
+pub async fn client_with(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&str>,
+    timeouts: Timeouts,
+) -> Result<Client, ConfigError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    let (mut config, from) = match (kubeconfig, context) {
+        (Some(path), _) => {
             let from = format!("kubeconfig {}", path.display());
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| ConfigError {
+            let fail = |e: Box<dyn std::error::Error + Send + Sync>| ConfigError {
                 from: from.clone(),
-                source: Box::new(e),
-            })?;
-            let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                source: e,
+            };
+            let mut merged: Option<Kubeconfig> = None;
+            for file in std::env::split_paths(path).filter(|p| !p.as_os_str().is_empty()) {
+                let next = Kubeconfig::read_from(&file).map_err(|e| fail(Box::new(e)))?;
+                merged = Some(match merged {
+                    None => next,
+                    Some(m) => m.merge(next).map_err(|e| fail(Box::new(e)))?,
+                });
+            }
+            let kubeconfig = merged.ok_or_else(|| fail("no file named".into()))?;
+            let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| fail(Box::new(e)))?;
+            (config, from)
+        }
+        (None, Some(context)) => {
+            let from = format!("context {context} of $KUBECONFIG or ~/.kube/config");
+            let config = Config::from_kubeconfig(&options)
                 .await
                 .map_err(|e| ConfigError {
                     from: from.clone(),
@@ -221,7 +271,7 @@ pub async fn client(
                 })?;
             (config, from)
         }
-        None => match Config::incluster() {
+        (None, None) => match Config::incluster() {
             Ok(config) => (config, "the in-cluster service account".to_owned()),
             Err(in_cluster) => {
                 tracing::debug!(error = %in_cluster, "no in-cluster config; inferring");
@@ -233,9 +283,9 @@ pub async fn client(
             }
         },
     };
-    config.connect_timeout = Some(request_timeout);
-    config.read_timeout = Some(request_timeout);
-    config.write_timeout = Some(request_timeout);
+    config.connect_timeout = Some(timeouts.connect);
+    config.read_timeout = Some(timeouts.read);
+    config.write_timeout = Some(timeouts.connect);
     // Without this, the time a pooled connection sat idle counts against the
     // read timeout of the next request on it.
     config.reset_reader_on_write = true;

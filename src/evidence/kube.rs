@@ -101,6 +101,9 @@ pub struct EtcdMemberRecord {
     pub dormant: bool,
     /// `status.podUID`: the Pod the operator last saw for this member.
     pub pod_uid: Option<String>,
+    /// `status.isVoter`: `Some(false)` for a learner; `None` until the
+    /// operator first wrote it.
+    pub is_voter: Option<bool>,
 }
 
 /// What the operator recorded about the cluster.
@@ -275,6 +278,7 @@ pub fn parse_member(name: &str, doc: &Value) -> Result<EtcdMemberRecord, KubeEvi
         cluster_token: f.non_empty_string("spec.clusterToken")?,
         dormant: f.bool("spec.dormant")?.unwrap_or(false),
         pod_uid: f.non_empty_string("status.podUID")?,
+        is_voter: f.bool("status.isVoter")?,
     })
 }
 

@@ -19,7 +19,7 @@ pub mod pod;
 
 /// Which independent source a piece of evidence came from. Serialized as the
 /// `source` key of each entry in a verdict's `evidence` list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
     /// The data directory itself, read offline.

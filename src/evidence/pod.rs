@@ -67,7 +67,7 @@ use ::kube::api::Api;
 use ::kube::core::NamespaceResourceScope;
 use ::kube::{Client, Resource};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ContainerStatus, EnvFromSource, EnvVar, Pod, PodSpec, Secret, Volume,
+    ConfigMap, ContainerStatus, EnvFromSource, EnvVar, Pod, PodSpec, PodStatus, Secret, Volume,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -243,6 +243,10 @@ pub enum Hazard {
         message: String,
     },
 }
+
+/// Every [`Hazard::kind`]: the `reason` of the Events pod-check writes for
+/// hazards, told apart from the Events of refusals (whose reason is a verdict).
+pub const HAZARD_KINDS: [&str; 2] = ["missing-reference", "stuck-container"];
 
 impl Hazard {
     /// `missing-reference` or `stuck-container`, as in the JSON `kind` key.
@@ -620,9 +624,12 @@ pub fn is_config_waiting_reason(reason: &str, message: &str) -> bool {
 /// broken either way. The count is part of the hazard. Ephemeral (debug)
 /// containers are not the member's and are not looked at.
 pub fn stuck_containers(pod: &Pod) -> Vec<Hazard> {
-    let Some(status) = &pod.status else {
-        return Vec::new();
-    };
+    pod.status.as_ref().map(stuck_in_status).unwrap_or_default()
+}
+
+/// [`stuck_containers`] from a Pod's status alone: what a reader that keeps
+/// only the status of many Pods (`fleet`) checks with the same rule.
+pub fn stuck_in_status(status: &PodStatus) -> Vec<Hazard> {
     let lists = [
         (ContainerType::Container, &status.container_statuses),
         (ContainerType::Init, &status.init_container_statuses),
@@ -788,6 +795,33 @@ where
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn hazard_kinds_name_every_variant() {
+        let stuck = Hazard::StuckContainer {
+            container: "etcd".into(),
+            container_type: ContainerType::Container,
+            reason: "CreateContainerConfigError".into(),
+            detail: String::new(),
+            restart_count: 0,
+            message: String::new(),
+        };
+        let missing = Hazard::MissingReference {
+            reference: Reference {
+                owner: Owner::Volume {
+                    volume: "v".into(),
+                    mounted_by: Vec::new(),
+                },
+                reference: "configMap".into(),
+                path: "volumes[v].configMap".into(),
+                object_kind: ObjectKind::ConfigMap,
+                object_name: "x".into(),
+                key: None,
+            },
+            message: String::new(),
+        };
+        assert_eq!([missing.kind(), stuck.kind()], HAZARD_KINDS);
+    }
 
     #[test]
     fn image_tags_are_read_past_registries_and_ports_and_never_beside_a_digest() {

@@ -4,10 +4,11 @@
 //!
 //! Both are expectations, not observations: they say who the member *was* before
 //! etcd started, which is exactly what a member that re-bootstrapped a fresh
-//! cluster has forgotten. The verdict file is read leniently (a `serde_json::Value`
-//! picked apart field by field): it is written by another version of this binary,
-//! perhaps an older one, and an unknown or missing field must not cost the sidecar
-//! the fields it does understand.
+//! cluster has forgotten. The verdict file is parsed into the type preflight
+//! wrote it from ([`crate::report::VerdictFile`]): unknown fields are ignored and
+//! the optional ones default, so that a field another version of this binary
+//! added or dropped does not cost the sidecar the ones it understands; a file
+//! without a verdict, a row and an exit code is not a verdict.
 //!
 //! As a native sidecar (an init container with `restartPolicy: Always`,
 //! docs/commands.md § serve) `serve` starts *before* `preflight`, so the file does not exist yet when
@@ -19,14 +20,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::{PreflightVerdict, WalIdentity};
-use crate::disk::ids::{ClusterId, HexIdError, MemberId};
 use crate::disk::layout::{self, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::report::VerdictFile;
 
 /// Why the verdict file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -78,16 +78,15 @@ impl PodStart {
         }
     }
 
-    /// Why `doc` (a verdict document) is not of this Pod start, if it is not.
-    /// A record the file or this process lacks proves nothing either way (an
-    /// older preflight wrote neither).
-    pub fn mismatch(&self, doc: &Value) -> Option<String> {
-        let recorded = |key: &str| doc.get(key).and_then(Value::as_str);
-        for (key, ours, what) in [
-            ("pod_uid", self.pod_uid.as_deref(), "Pod"),
-            ("boot_id", self.boot_id.as_deref(), "node boot"),
+    /// Why `file` is not of this Pod start, if it is not. A record the file
+    /// or this process lacks proves nothing either way (an older preflight
+    /// wrote neither).
+    pub fn mismatch(&self, file: &VerdictFile) -> Option<String> {
+        for (theirs, ours, what) in [
+            (&file.pod_uid, &self.pod_uid, "Pod"),
+            (&file.boot_id, &self.boot_id, "node boot"),
         ] {
-            if let (Some(theirs), Some(ours)) = (recorded(key), ours) {
+            if let (Some(theirs), Some(ours)) = (theirs, ours) {
                 if theirs != ours {
                     return Some(format!("written in {what} {theirs}, this is {what} {ours}"));
                 }
@@ -124,22 +123,17 @@ pub fn read_verdict(
             path: path.to_owned(),
             source,
         })?;
-    let doc: Value = serde_json::from_slice(&bytes).map_err(|e| VerdictFileError::Malformed {
+    let file = VerdictFile::parse(&bytes).map_err(|e| VerdictFileError::Malformed {
         path: path.to_owned(),
         detail: e.to_string(),
     })?;
-    if let Some(detail) = this_start.mismatch(&doc) {
+    if let Some(detail) = this_start.mismatch(&file) {
         return Err(VerdictFileError::EarlierPodStart {
             path: path.to_owned(),
             detail,
         });
     }
-    parse_verdict(&doc, path)
-        .map(Some)
-        .map_err(|detail| VerdictFileError::Malformed {
-            path: path.to_owned(),
-            detail,
-        })
+    Ok(Some(sidecar_verdict(file, path)))
 }
 
 /// What the sidecar knows of this Pod start's verdict, published by
@@ -272,54 +266,20 @@ fn set_waiting(publish: &watch::Sender<VerdictState>, why: String) {
     });
 }
 
-/// Picks the fields the sidecar uses out of a verdict document.
-pub fn parse_verdict(doc: &Value, path: &Path) -> Result<PreflightVerdict, String> {
-    let verdict = doc
-        .get("verdict")
-        .and_then(Value::as_str)
-        .ok_or("no `verdict` string")?;
-    let text = |key: &str| {
-        doc.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let exit_code = doc
-        .get("exit_code")
-        .and_then(Value::as_i64)
-        .and_then(|c| i32::try_from(c).ok())
-        .unwrap_or(-1);
-    let decided_at_unix = doc.get("decided_at_unix").and_then(|v| {
-        v.as_i64()
-            .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-    });
-    // An ID that does not parse is treated as unknown rather than failing the
-    // whole file: the other fields still say what preflight decided.
-    fn id<Id>(
-        doc: &Value,
-        key: &str,
-        parse: fn(&str) -> Result<Option<Id>, HexIdError>,
-    ) -> Option<Id> {
-        doc.get("data_dir")
-            .and_then(|d| d.get(key))
-            .and_then(Value::as_str)
-            .and_then(|s| parse(s).ok().flatten())
-    }
-    Ok(PreflightVerdict {
-        verdict: verdict.to_owned(),
-        exit_code,
-        reason: text("reason"),
-        remedy: text("remedy"),
-        decided_at_unix,
-        member_id: id(doc, "member_id", MemberId::parse_recorded),
-        cluster_id: id(doc, "cluster_id", ClusterId::parse_recorded),
+/// The fields of a verdict file the sidecar uses.
+pub fn sidecar_verdict(file: VerdictFile, path: &Path) -> PreflightVerdict {
+    PreflightVerdict {
+        verdict: file.verdict.name().to_owned(),
+        exit_code: i32::from(file.exit_code),
+        reason: file.reason,
+        remedy: file.remedy,
+        decided_at_unix: i64::try_from(file.decided_at_unix).ok().filter(|&t| t > 0),
+        member_id: file.data_dir.member_id,
+        cluster_id: file.data_dir.cluster_id,
         path: path.display().to_string(),
         // A verdict of an earlier agent has none: nothing was held.
-        witness: doc
-            .get("witness")
-            .and_then(|w| serde_json::from_value(w.clone()).ok())
-            .unwrap_or_default(),
-    })
+        witness: file.witness,
+    }
 }
 
 /// Reads the data directory offline (no locks, no writes) and keeps its identity.
@@ -355,7 +315,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("preflight.json");
         let doc = json!({
-            "verdict": "start", "exit_code": 0, "reason": "", "remedy": "",
+            "verdict": "start", "row": "5", "exit_code": 0, "reason": "", "remedy": "",
             "pod_uid": "pod-a", "boot_id": "boot-1",
             "data_dir": {"member_id": "8e9e05c52164694d", "cluster_id": "cdf818194e3a8c32"}
         });
@@ -412,7 +372,8 @@ mod tests {
 
         // A file an earlier Pod left is never taken.
         let doc = |pod: &str, verdict: &str, code: i32| {
-            json!({"verdict": verdict, "exit_code": code, "reason": "r", "remedy": "", "pod_uid": pod})
+            let row = if code == 0 { "5" } else { "7" };
+            json!({"verdict": verdict, "row": row, "exit_code": code, "reason": "r", "remedy": "", "pod_uid": pod})
                 .to_string()
         };
         std::fs::write(&path, doc("pod-a", "start", 0)).unwrap();
@@ -446,49 +407,6 @@ mod tests {
         assert_eq!(s.waiting, None);
         shutdown.cancel();
         tokio::time::timeout(within, task).await.unwrap().unwrap();
-    }
-
-    #[test]
-    fn a_full_verdict_is_read() {
-        let doc = json!({
-            "verdict": "start",
-            "exit_code": 0,
-            "reason": "the directory is this member's",
-            "remedy": null,
-            "decided_at_unix": 1700000000,
-            "evidence": [],
-            "data_dir": {"state": "initialized", "member_id": "8e9e05c52164694d", "cluster_id": "cdf818194e3a8c32"},
-            "some_future_key": {"nested": true}
-        });
-        let v = parse_verdict(&doc, Path::new("/v.json")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(v.verdict, "start");
-        assert_eq!(v.exit_code, 0);
-        assert_eq!(v.remedy, "");
-        assert_eq!(v.decided_at_unix, Some(1_700_000_000));
-        assert_eq!(v.member_id, Some(MemberId::new(0x8e9e05c52164694d)));
-        assert_eq!(v.cluster_id, Some(ClusterId::new(0xcdf818194e3a8c32)));
-    }
-
-    #[test]
-    fn a_refusal_without_ids_is_read() {
-        let doc = json!({
-            "verdict": "refuse-empty-formed",
-            "exit_code": 10,
-            "reason": "empty but started before",
-            "remedy": "remove and re-add the member",
-            "decided_at_unix": 1700000000.5,
-            "data_dir": {"state": "empty", "member_id": null, "cluster_id": null}
-        });
-        let v = parse_verdict(&doc, Path::new("/v.json")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(v.exit_code, 10);
-        assert_eq!(v.decided_at_unix, Some(1_700_000_000));
-        assert_eq!((v.member_id, v.cluster_id), (None, None));
-    }
-
-    #[test]
-    fn a_document_without_a_verdict_is_rejected() {
-        assert!(parse_verdict(&json!({"exit_code": 0}), Path::new("/v")).is_err());
-        assert!(parse_verdict(&json!([1, 2]), Path::new("/v")).is_err());
     }
 
     #[test]

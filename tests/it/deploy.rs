@@ -98,6 +98,8 @@ fn deploy_manifests_pass_the_offline_validator() {
         "deploy/base/serviceaccount.yaml ServiceAccount/etcd-member-agent",
         "deploy/overlays/example/pod.yaml Pod/etcd-7xk2p",
         "deploy/overlays/example/role-resource-names.yaml Role/etcd-member-agent",
+        "deploy/fleet/clusterrole.yaml ClusterRole/etcd-member-agent-fleet",
+        "deploy/fleet/deployment.yaml Deployment/etcd-member-agent-fleet",
     ] {
         assert!(
             text.contains(&format!("ok   {expected}")),
@@ -226,6 +228,17 @@ fn pods() -> Vec<(PathBuf, Value)> {
         for doc in yaml_docs(&file) {
             if doc["kind"] == "Pod" {
                 pods.push((file.clone(), doc));
+            } else if doc["kind"] == "Deployment" {
+                // Its Pods, as the template makes them.
+                let template = &doc["spec"]["template"];
+                pods.push((
+                    file.clone(),
+                    serde_json::json!({
+                        "kind": "Pod",
+                        "metadata": template["metadata"],
+                        "spec": template["spec"],
+                    }),
+                ));
             }
         }
     }
@@ -465,7 +478,7 @@ fn agent_containers_run_subcommands_and_flags_the_binary_has() {
             }
         }
     }
-    for expected in ["install", "restore", "preflight", "serve"] {
+    for expected in ["install", "restore", "preflight", "serve", "fleet"] {
         assert!(
             seen.contains(expected),
             "no Pod under deploy/ runs {expected}"
@@ -713,6 +726,7 @@ fn every_path_a_kustomization_names_exists_and_is_a_whole_object() {
     for expected in [
         "deploy/base/kustomization.yaml",
         "deploy/overlays/example/kustomization.yaml",
+        "deploy/fleet/kustomization.yaml",
     ] {
         assert!(rel.contains(expected), "{expected} missing: {rel:?}");
     }

@@ -29,6 +29,7 @@ mod serve_support;
 mod deploy;
 mod etcd_evidence;
 mod faults;
+mod fleet;
 mod fuzz_corpus;
 mod harness_smoke;
 mod inspect;

@@ -7,9 +7,11 @@
 //!   CR is the one source: the rules file promtool reads is extracted from it
 //!   here, so there is nothing to keep in step.
 //! * Every metric the rules and the dashboard name is one `serve` exports (its
-//!   `/metrics`, beside a real etcd 3.6 member), and every metric it exports
-//!   has a panel and a line in `docs/grpc-api.md`: none can drift from
-//!   `src/server/metrics.rs`.
+//!   `/metrics`, beside a real etcd 3.6 member) or `fleet --serve` does
+//!   (against a real kube-apiserver), and every metric either exports has a
+//!   panel and a line in `docs/grpc-api.md` (serve's) or `docs/fleet.md`
+//!   (fleet's): none can drift from `src/server/metrics.rs` or
+//!   `src/fleet/metrics.rs`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -98,6 +100,12 @@ fn the_prometheus_rule_passes_promtool_check_and_its_unit_tests() {
             "EtcdAgentPodHazards",
             "EtcdAgentReportsFailing",
             "EtcdAgentWitnessStale",
+            "EtcdFleetQuorumLost",
+            "EtcdFleetQuorumAtRisk",
+            "EtcdFleetClusterIdMismatch",
+            "EtcdFleetMembersRefused",
+            "EtcdFleetWarning",
+            "EtcdFleetViewIncomplete",
         ]
     );
     let dir = tempfile::tempdir().expect("tempdir");
@@ -173,7 +181,7 @@ fn exported() -> BTreeSet<String> {
     let verdict = dir.path().join("preflight.json");
     std::fs::write(
         &verdict,
-        serde_json::json!({"verdict": "start", "exit_code": 0, "reason": "", "remedy": ""})
+        serde_json::json!({"verdict": "start", "row": "5", "exit_code": 0, "reason": "", "remedy": ""})
             .to_string(),
     )
     .expect("write the verdict");
@@ -216,6 +224,52 @@ fn exported() -> BTreeSet<String> {
     names
 }
 
+/// The sample names `fleet --serve` exports (a family is declared only once
+/// it has a series), against a real kube-apiserver holding a fleet with a
+/// series in every family ([`crate::fleet::every_series`]).
+fn fleet_exported() -> BTreeSet<String> {
+    let (world, kubeconfig) = block_on(crate::fleet::every_series());
+    let port = free_port();
+    let mut child = agent()
+        .args([
+            "fleet",
+            "-A",
+            "--serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start fleet --serve");
+    let text = eventually(patience(), || {
+        let got = (|| {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .ok()?;
+            write!(
+                s,
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .ok()?;
+            let mut text = String::new();
+            s.read_to_string(&mut text).ok()?;
+            Some(text)
+        })();
+        match got {
+            Some(t) if t.contains("etcd_agent_fleet_member_refused{") => Ok(t),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(world);
+    declared(&text.unwrap_or_else(|e| panic!("fleet --serve: {e}")))
+}
+
 fn declared(text: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for line in text.lines() {
@@ -247,7 +301,13 @@ fn dashboard_exprs(dashboard: &Value) -> Vec<String> {
 
 #[test]
 fn every_metric_the_rules_and_the_dashboard_name_is_one_serve_exports() {
-    let exported = exported();
+    let serve = exported();
+    let fleet = fleet_exported();
+    assert!(
+        fleet.contains("etcd_agent_fleet_cluster_condition") && fleet.len() == 10,
+        "{fleet:?}"
+    );
+    let exported: BTreeSet<String> = serve.union(&fleet).cloned().collect();
     let rule_text = std::fs::read_to_string(root().join(RULE)).expect("read the rule");
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(root().join(DASHBOARD)).expect("read the dashboard"),
@@ -276,32 +336,45 @@ fn every_metric_the_rules_and_the_dashboard_name_is_one_serve_exports() {
             "{what} names metrics serve does not export: {unknown:?} (it exports {exported:?})"
         );
     }
-    // ... and in the metrics list of docs/grpc-api.md.
-    let api_doc = std::fs::read_to_string(root().join("docs/grpc-api.md")).expect("read the doc");
-    let undocumented: Vec<&String> = exported
-        .iter()
-        .filter(|n| !(api_doc.contains(&format!("`{n}`")) || api_doc.contains(&format!("`{n}{{"))))
-        .collect();
-    assert!(
-        undocumented.is_empty(),
-        "metrics serve exports that docs/grpc-api.md does not list: {undocumented:?}"
-    );
+    // ... and in the metrics list of docs/grpc-api.md (serve's) or
+    // docs/fleet.md (fleet's).
+    for (doc, names) in [("docs/grpc-api.md", &serve), ("docs/fleet.md", &fleet)] {
+        let text = std::fs::read_to_string(root().join(doc)).expect("read the doc");
+        let undocumented: Vec<&String> = names
+            .iter()
+            .filter(|n| !(text.contains(&format!("`{n}`")) || text.contains(&format!("`{n}{{"))))
+            .collect();
+        assert!(
+            undocumented.is_empty(),
+            "metrics that {doc} does not list: {undocumented:?}"
+        );
+    }
     let without_panel: Vec<&String> = exported.difference(&in_dashboard).collect();
     assert!(
         without_panel.is_empty(),
         "metrics serve exports without a dashboard panel: {without_panel:?}"
     );
-    // Every panel reads the data source variable; every PromQL is filtered by
-    // the namespace and pod variables.
+    // Every panel reads the data source variable; every PromQL of serve's
+    // metrics is filtered by the namespace and pod variables, of fleet's
+    // per-cluster metrics by the namespace (fleet's totals have no namespace).
+    const FLEET_TOTALS: [&str; 4] = [
+        "etcd_agent_fleet_clusters",
+        "etcd_agent_fleet_members",
+        "etcd_agent_fleet_view_complete",
+        "etcd_agent_fleet_unread",
+    ];
     for panel in dashboard["panels"].as_array().expect("panels") {
         assert_eq!(panel["datasource"]["uid"], "${datasource}", "{panel}");
         for target in panel["targets"].as_array().expect("targets") {
             let expr = target["expr"].as_str().unwrap_or_default();
-            assert!(
-                expr.contains("namespace=~\"$namespace\"") && expr.contains("pod=~\"$pod\""),
-                "{}: {expr}",
-                panel["title"]
-            );
+            let names = metric_names(expr);
+            let filtered = if names.iter().all(|n| fleet.contains(n)) {
+                names.iter().all(|n| FLEET_TOTALS.contains(&n.as_str()))
+                    || expr.contains("namespace=~\"$namespace\"")
+            } else {
+                expr.contains("namespace=~\"$namespace\"") && expr.contains("pod=~\"$pod\"")
+            };
+            assert!(filtered, "{}: {expr}", panel["title"]);
         }
     }
 }

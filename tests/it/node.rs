@@ -1293,3 +1293,139 @@ async fn the_native_sidecar_starts_first_outlives_etcd_restarts_and_stops_last()
         pod_summary(&pod)
     );
 }
+
+// ---------------------------------------------------------------------------
+// fleet (issue 33) on a real refused member.
+
+/// The seed of a cluster formed on the node is wiped and its Pod recreated
+/// from the frozen spec (the PR 355 story): the real preflight refuses and the
+/// kubelet retries it. `fleet`, with the shipped read-only ClusterRole and a
+/// real token, reads what the kubelet wrote into the Pod status (the
+/// termination message in `lastState`, `CrashLoopBackOff`, the restart count),
+/// the real refusal Event and the witness Leases the real sidecars keep: the
+/// seed is refused, the cluster's quorum at risk, the two others Ready with
+/// fresh witnesses of the one cluster ID.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_shows_a_real_refused_member_from_its_real_pod_status() {
+    let node = Node::start().await;
+    let op = formed(&node, Options::default()).await;
+    let _t = timer("fleet on a real refused member (after forming)");
+    let seed = MEMBERS[0];
+    let recorded = op.record("EtcdMember", seed).await.data["status"]["memberID"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cluster_id = op.cluster_id(MEMBERS[1]);
+    node.delete_pod(NS, seed, 1).await;
+    node.wipe_dir(&op.data_dir(seed));
+    op.create_pod(op.member_pod(
+        seed,
+        ClusterState::New,
+        &initial_cluster(&[seed]),
+        &MEMBERS[1..],
+    ))
+    .await;
+    let pod = node
+        .wait_pod_for(
+            NS,
+            seed,
+            "refused by preflight (exit 10) and retried",
+            patience() * 3,
+            &mut |p| {
+                let s = container_status(p, "preflight")?;
+                let last = s.last_state.as_ref()?.terminated.as_ref()?;
+                (s.restart_count >= 1 && last.exit_code == 10).then(|| p.clone())
+            },
+        )
+        .await;
+    let message = termination_json(
+        status_of(&pod, "preflight")
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .unwrap(),
+    );
+    wait_warning(&node, NS, seed, "refuse-empty-formed").await;
+    let event_first = node
+        .events(NS, seed)
+        .await
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("refuse-empty-formed"))
+        .and_then(|e| e.first_timestamp)
+        .map(|t| t.0.to_string())
+        .unwrap();
+
+    let viewer = crate::fleet::shipped_viewer(node.api()).await;
+    let run = crate::fleet::run_fleet(&viewer, &["-n", NS, "-o", "json"]).await;
+    run.assert_code(50);
+    let doc = run.json();
+    assert_eq!(doc["complete"], true, "{run}");
+    let clusters = doc["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{run}");
+    let c = &clusters[0];
+    assert_eq!((&c["namespace"], &c["name"]), (&json!(NS), &json!(CLUSTER)));
+    let kinds: Vec<&str> = c["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["quorum-at-risk", "members-refused"], "{run}");
+    assert_eq!(c["cluster_id"], cluster_id.as_str(), "{run}");
+    assert_eq!(
+        (&c["voters"], &c["healthy_voters"], &c["quorum"]),
+        (&json!(3), &json!(2), &json!(2))
+    );
+    let m = &c["members"][0];
+    assert_eq!(m["member"], seed, "the refused member first");
+    assert_eq!(m["status"], "refused");
+    let v = &m["verdict"];
+    assert_eq!(v["verdict"], "refuse-empty-formed");
+    assert_eq!(v["exit_code"], 10);
+    assert_eq!(v["source"], "termination-message");
+    assert_eq!(
+        v["reason"], message["reason"],
+        "the kubelet's copy of the message"
+    );
+    assert_eq!(v["remedy"], message["remedy"]);
+    assert_eq!(v["refused_since"], event_first.as_str(), "the real Event");
+    assert!(v["restarts"].as_i64().unwrap() >= 1, "{m}");
+    assert!(
+        v["state"].as_str().unwrap().starts_with("waiting") || v["state"] == "running",
+        "{m}"
+    );
+    assert_eq!(m["readiness"]["ready"], false);
+    assert_eq!(
+        m["readiness"]["detail"],
+        "preflight refused (refuse-empty-formed)"
+    );
+    assert_eq!(
+        m["witness"]["member_id"],
+        recorded.as_str(),
+        "the sidecar's Lease"
+    );
+    assert_eq!(m["witness"]["cluster_id"], cluster_id.as_str());
+    for other in &c["members"].as_array().unwrap()[1..] {
+        assert_eq!(other["status"], "ready", "{other}");
+        assert_eq!(other["readiness"]["ready"], true, "{other}");
+        assert_eq!(other["verdict"]["refused"], false, "{other}");
+        assert_eq!(
+            other["witness"]["stale"], false,
+            "renewed by a real sidecar: {other}"
+        );
+        assert_eq!(
+            other["witness"]["cluster_id"],
+            cluster_id.as_str(),
+            "{other}"
+        );
+    }
+    let table = crate::fleet::run_fleet(&viewer, &["-n", NS]).await;
+    table.assert_code(50);
+    assert!(
+        table.stdout.lines().any(|l| l.contains(seed)
+            && l.contains("refused")
+            && l.contains("refuse-empty-formed (10)")),
+        "{table}"
+    );
+    eprintln!("{}", table.stdout);
+}

@@ -1640,3 +1640,38 @@ mod every_line {
         killed_at_any_moment(huge_snapshot(), HUGE_BULK_KEYS, 12);
     }
 }
+
+/// `--bump-revision auto` for a member of a cluster of several: every member
+/// restored must be bumped by the same N (else their revisions differ for
+/// good), which needs every member's witness Lease. Without the Kubernetes API
+/// it halts (exit 14, `phase-unknown`) before touching the data dir, instead of
+/// bumping by this member's witness alone.
+#[test]
+fn bump_revision_auto_for_one_of_several_members_needs_every_members_witness() {
+    let version = EtcdVersion::V3_6;
+    let base = tempfile::tempdir().unwrap();
+    let members = plan(&["r0", "r1", "r2"]);
+    let data = base.path().join("r0/data");
+    let env = restore_env(version, &data, "r0", &members, base.path());
+    let run = restore_with(
+        snapshot(version),
+        &env,
+        &[
+            "--allow-bootstrap-without-evidence",
+            "--bump-revision",
+            "auto",
+        ],
+    );
+    run.assert_code(14);
+    assert_eq!(run.json()["verdict"], "phase-unknown", "{run}");
+    let reason = run.json()["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        reason.contains("the same N") && reason.contains("r0, r1, r2"),
+        "{run}"
+    );
+    assert!(
+        !data.join("member").exists(),
+        "nothing restored: {:?}",
+        entries(&data)
+    );
+}

@@ -191,13 +191,33 @@ fn a_volume_put_back_to_an_older_copy_of_itself(version: EtcdVersion) {
     let _ = &mut cluster;
 }
 
-/// Issue 29 case 2: the WAL alone put back under a current db.
-fn a_wal_put_back_under_a_current_db(version: EtcdVersion) {
+/// Issue 29 case 2: the WAL alone put back under a current db. `formed_by_restore`:
+/// the cluster was formed by a snapshot restore of every member before (a
+/// StatefulSet's cluster after one disaster recovery), so every WAL still
+/// begins with the founding entries a restore writes: the directory is not a
+/// restore *not run since*, and may catch up (row 5d) like any other.
+fn a_wal_put_back_under_a_current_db(version: EtcdVersion, formed_by_restore: bool) {
     let cluster = Cluster::builder(version)
         .members(3)
         .token(format!("wal-rollback-{}", version.label()))
         .start();
     cluster.put("tenant/config", "precious");
+    if formed_by_restore {
+        settle(&cluster, "marker/before-restore");
+        let backup = scratch();
+        let first = backup.path().join("first.db");
+        cluster.snapshot_save(&first);
+        for m in cluster.members() {
+            m.stop();
+        }
+        restore_everyone(&cluster, &first, None);
+        for m in cluster.members() {
+            m.start();
+        }
+        for m in cluster.members() {
+            m.wait_healthy();
+        }
+    }
     settle(&cluster, "marker/formed");
     let backup = scratch();
     let wal_copy = backup.path().join("wal");
@@ -414,17 +434,22 @@ fn a_volume_put_back_to_an_older_copy_of_itself_is_refused_until_the_holders_lea
 
 #[test]
 fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_36() {
-    a_wal_put_back_under_a_current_db(EtcdVersion::V3_6);
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_6, false);
 }
 
 #[test]
 fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_37() {
-    a_wal_put_back_under_a_current_db(EtcdVersion::V3_7);
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_7, false);
 }
 
 #[test]
 fn a_wal_put_back_under_a_current_db_is_refused_on_the_directorys_word_35() {
-    a_wal_put_back_under_a_current_db(EtcdVersion::V3_5Latest);
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_5Latest, false);
+}
+
+#[test]
+fn a_wal_put_back_in_a_cluster_formed_by_a_restore_catches_up_once_the_holders_lead_36() {
+    a_wal_put_back_under_a_current_db(EtcdVersion::V3_6, true);
 }
 
 #[test]

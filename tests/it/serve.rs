@@ -343,6 +343,7 @@ fn readyz_refuses_a_member_that_bootstrapped_a_fresh_cluster_while_etcd_health_s
         &verdict,
         serde_json::json!({
             "verdict": "start",
+            "row": "5",
             "exit_code": 0,
             "reason": "the data directory holds this member's identity",
             "remedy": null,
@@ -558,8 +559,18 @@ fn verdict_doc(pod_uid: &str, verdict: &str, exit_code: i32, ids: Option<(&str, 
         Some((m, c)) => (serde_json::json!(m), serde_json::json!(c)),
         None => (serde_json::Value::Null, serde_json::Value::Null),
     };
+    let row = match verdict {
+        "start" => "5",
+        "bootstrap" => "9",
+        "join" => "8",
+        "refuse-empty-formed" => "7",
+        "refuse-foreign" => "6",
+        "phase-unknown" => "11",
+        other => panic!("no row for {other}"),
+    };
     serde_json::json!({
         "verdict": verdict,
+        "row": row,
         "exit_code": exit_code,
         "reason": format!("{verdict} because the test says so"),
         "remedy": if exit_code == 0 { "" } else { "remove and re-add the member" },

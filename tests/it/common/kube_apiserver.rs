@@ -128,6 +128,13 @@ impl KubeApiServer {
     /// installs the operator's CRDs. Panics with the tail of the server's log
     /// when it does not come up within one patience.
     pub async fn start() -> KubeApiServer {
+        KubeApiServer::start_with(&[]).await
+    }
+
+    /// As [`KubeApiServer::start`], with `extra` flags after the harness's own
+    /// (a flag given twice takes its last value: `--watch-cache=true` turns the
+    /// watch cache back on, as production servers run).
+    pub async fn start_with(extra: &[&str]) -> KubeApiServer {
         let bin = kube_apiserver_bin();
         let etcd = Cluster::builder(EtcdVersion::V3_5Latest)
             .members(1)
@@ -172,6 +179,7 @@ impl KubeApiServer {
         let mut child = Command::new(&bin)
             .env_clear()
             .args(&args)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr)

@@ -1,0 +1,396 @@
+//! Asking the sources within the budget: the directory read beside the
+//! network, the live cluster, the Kubernetes API and the witnesses, the
+//! version of the etcd about to start.
+
+use std::time::{Duration, Instant};
+
+use super::sources::{
+    answered, ask_live, etcd_about_to_start, no_answer, not_configured, unanswered,
+    witness_evidence, witness_file_evidence,
+};
+use super::{Config, EvidenceEntry};
+use crate::disk::ids::{ClusterId, MemberId};
+use crate::disk::layout::{self, Inspection, Options};
+use crate::disk::upgrade::UpgradeCheck;
+use crate::disk::wal;
+use crate::error::Error;
+use crate::evidence::{kube as kube_src, lease as witness_src, Source};
+use crate::verdict::version::{self, ETCD_CONTAINER};
+use crate::verdict::{
+    self, Answer, Decision, DirFacts, LiveFacts, OperatorFacts, Row, WitnessFacts,
+};
+
+/// The Pod read for the image is bounded on its own: a throttled or hanging
+/// `get pods` must not hold the verdict for the whole budget, nor leave no
+/// time for the `etcd --version` fallback.
+const IMAGE_READ_BUDGET: Duration = Duration::from_secs(3);
+
+/// The directory as read, and what the network sources said (`None`: the
+/// directory decides alone, rows 1–4).
+pub(super) struct Read {
+    pub(super) dir: Inspection,
+    pub(super) facts: DirFacts,
+    pub(super) elapsed: Duration,
+    pub(super) gathered: Option<Gathered>,
+}
+
+/// Reads the directory and asks the network sources at once, both within
+/// `deadline`.
+pub(super) fn read_and_gather(
+    cfg: &Config,
+    started: Instant,
+    deadline: Instant,
+) -> crate::error::Result<Read> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
+    let read_and_gathered = rt.block_on(async {
+        // The directory is read on a blocking thread while the live cluster and
+        // the Kubernetes API are asked: the slower of the two sets the time, not
+        // their sum.
+        let paths = cfg.paths.clone();
+        let locks = cfg.locks;
+        let mut reading = tokio::task::spawn_blocking(move || {
+            // `cfg.locks`: for preflight `Probe::Ofd` — etcd of this Pod cannot
+            // be running yet, and another process on the same volume shows
+            // itself by its WAL locks (`Probe::Ofd` says why the db's flock,
+            // which costs an RCU grace period to look up, need not be);
+            // restore, which writes, asks for `Probe::Thorough`.
+            let opts = Options {
+                locks,
+                ..Options::default()
+            };
+            let dir = layout::inspect(&paths, opts);
+            (dir, started.elapsed())
+        });
+        // Whether etcd would find a WAL, and whose (one listing and the first
+        // records, ahead of the full read): it tells the live probe which
+        // answer may end its wait. Off the runtime and bounded like the full
+        // read: on a volume that hangs this is where the wait starts.
+        let read_deadline = tokio::time::Instant::from_std(deadline);
+        let quick_paths = cfg.paths.clone();
+        let quick = tokio::task::spawn_blocking(move || {
+            layout::wal_exists(&quick_paths).then(|| wal::wal_identity(&quick_paths.wal_dir))
+        });
+        let wal = match tokio::time::timeout_at(read_deadline, quick).await {
+            Ok(Ok(wal)) => wal,
+            _ => Some(None),
+        };
+        let network = gather(cfg, deadline, wal);
+        tokio::pin!(network);
+        // The budget covers the directory too: a volume that does not answer
+        // (a hung network mount) is unreadable at the deadline, not a hung
+        // init container. The blocked reader thread is left behind
+        // (`shutdown_background` below) and ends with the process.
+        let (read, early) = tokio::select! {
+            read = tokio::time::timeout_at(read_deadline, &mut reading) => (read.ok(), None),
+            gathered = &mut network => (
+                tokio::time::timeout_at(read_deadline, &mut reading).await.ok(),
+                Some(gathered),
+            ),
+        };
+        let (dir, dir_elapsed) = match read {
+            Some(Ok(read)) => read,
+            // Re-raised once the runtime is shut down (below): unwinding
+            // through block_on would drop it and wait for blocked threads.
+            Some(Err(e)) => return Err(e),
+            None => (
+                layout::unanswered(&cfg.paths, started.elapsed()),
+                started.elapsed(),
+            ),
+        };
+        // The network only matters when the directory does not decide on its own.
+        let facts = DirFacts::of(&dir, None);
+        let gathered = match (verdict::needs_network(&facts), early) {
+            (false, _) => None,
+            (true, Some(g)) => Some(g),
+            (true, None) => Some(network.await),
+        };
+        Ok((dir, facts, dir_elapsed, gathered))
+    });
+    // A host-name lookup stuck in getaddrinfo (a DNS server that never answers)
+    // runs on a blocking thread no timeout can cancel; dropping the runtime
+    // would wait for it, past the budget.
+    rt.shutdown_background();
+    let (dir, facts, elapsed, gathered) = match read_and_gathered {
+        Ok(done) => done,
+        Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
+    };
+    Ok(Read {
+        dir,
+        facts,
+        elapsed,
+        gathered,
+    })
+}
+
+/// The upgrade check, for an initialized directory nothing else refuses yet,
+/// and a warning when the sources of the version disagree.
+pub(super) fn upgrade_check(
+    cfg: &Config,
+    dir: &Inspection,
+    facts: &DirFacts,
+    deadline: Instant,
+    image: Option<&Result<Option<String>, String>>,
+) -> (Option<UpgradeCheck>, Option<String>) {
+    if !(facts.initialized() && verdict::needs_network(facts)) {
+        return (None, None);
+    }
+    let budget = deadline.saturating_duration_since(Instant::now());
+    match etcd_about_to_start(cfg, budget, image) {
+        Ok(about) => {
+            let (check, warning) = version::check(dir, &about, &cfg.etcd_flags);
+            tracing::info!(target = %check.target, from = ?check.from, blocked = check.blocked, findings = check.findings.len(), "upgrade check");
+            (Some(check), warning)
+        }
+        Err(why) => {
+            tracing::info!(why = %why, "the etcd version about to start is unknown (set ETCD_VERSION): no upgrade check");
+            (None, None)
+        }
+    }
+}
+
+/// A directory behind what this member reached may start only on the word of
+/// its cluster's leader and a majority (row 5d). The live wait ends at the
+/// first answer that lists this member started, which says nothing of a
+/// leader: for rows 6e and 6f, ask again, this time until the leader and a
+/// majority of the directory's cluster answered (or the deadline). `None`:
+/// no need to ask.
+pub(super) fn ask_leader_again(
+    cfg: &Config,
+    dir: &Inspection,
+    decided: &Decision,
+    live: &Answer<LiveFacts>,
+    deadline: Instant,
+) -> crate::error::Result<Option<(Answer<LiveFacts>, EvidenceEntry)>> {
+    let behind = matches!(decided.row, Row::RolledBack | Row::AppliedPastLog);
+    let authoritative = matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == dir.cluster_id());
+    if !behind || cfg.etcd.is_none() || authoritative {
+        return Ok(None);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
+    let ids = dir.member_id().zip(dir.cluster_id());
+    let again = rt.block_on(ask_live(
+        cfg,
+        tokio::time::Instant::from_std(deadline),
+        Some(ids),
+        true,
+    ));
+    rt.shutdown_background();
+    Ok(Some(again))
+}
+
+/// What the network sources said, and their report entries.
+pub(super) struct Gathered {
+    pub(super) live: Answer<LiveFacts>,
+    pub(super) operator: Answer<OperatorFacts>,
+    pub(super) witness: Answer<Option<WitnessFacts>>,
+    /// The witness file (`Err`: why it was not used).
+    pub(super) witness_file: Result<Option<WitnessFacts>, String>,
+    pub(super) live_entry: EvidenceEntry,
+    pub(super) kube_entry: EvidenceEntry,
+    pub(super) witness_entry: EvidenceEntry,
+    pub(super) witness_file_entry: Option<EvidenceEntry>,
+    /// The image of this Pod's etcd container (`None`: `--kube` is off, or the
+    /// directory has no WAL).
+    pub(super) etcd_image: Option<Result<Option<String>, String>>,
+}
+
+impl Gathered {
+    /// No source asked: the directory decides on its own.
+    pub(super) fn unused() -> Gathered {
+        let unused = |source| EvidenceEntry {
+            source,
+            answered: false,
+            error: Some("not used: the directory decides on its own".into()),
+            said: serde_json::Value::Null,
+            elapsed_ms: 0,
+        };
+        Gathered {
+            live: Answer::NotConfigured,
+            operator: Answer::NotConfigured,
+            witness: Answer::NotConfigured,
+            witness_file: Ok(None),
+            live_entry: unused(Source::Etcd),
+            kube_entry: unused(Source::Kube),
+            witness_entry: unused(Source::Witness),
+            witness_file_entry: None,
+            etcd_image: None,
+        }
+    }
+}
+
+/// `wal`: `None` without a WAL; `Some(ids)` with one, `ids` being its member
+/// and cluster ID when its first records could be read.
+async fn gather(
+    cfg: &Config,
+    deadline: Instant,
+    wal: Option<Option<(MemberId, ClusterId)>>,
+) -> Gathered {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let live = ask_live(cfg, deadline, wal, false);
+    let operator = async {
+        let t = Instant::now();
+        let Some(target) = &cfg.kube else {
+            let off = "--kube is off (no service-account token mounted)";
+            return (
+                (Answer::NotConfigured, not_configured(Source::Kube, off)),
+                (Answer::NotConfigured, not_configured(Source::Witness, off)),
+                None,
+            );
+        };
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // The records, the witness Lease and this Pod's etcd image are asked at
+        // once, through one client; the image only for a directory with a WAL
+        // (the upgrade check's, which an empty directory never gets).
+        let (result, witness, image) = match kube_src::client(target, timeout).await {
+            Ok(client) => {
+                let (records, lease, image) = tokio::join!(
+                    kube_src::fetch(&client, target, deadline),
+                    async {
+                        let t = Instant::now();
+                        let read = witness_src::read(
+                            &client,
+                            &target.namespace,
+                            &target.member_name,
+                            deadline,
+                        )
+                        .await;
+                        witness_evidence(read, &target.namespace, t)
+                    },
+                    async {
+                        match wal {
+                            None => None,
+                            Some(_) => Some(
+                                crate::evidence::pod::container_image(
+                                    &client,
+                                    &target.namespace,
+                                    &target.member_name,
+                                    ETCD_CONTAINER,
+                                    deadline.min(tokio::time::Instant::now() + IMAGE_READ_BUDGET),
+                                )
+                                .await,
+                            ),
+                        }
+                    }
+                );
+                let image = image.map(|read| read.map_err(|e| e.to_string()));
+                if let Some(Err(e)) = &image {
+                    tracing::info!(error = %e, "this Pod's etcd image could not be read");
+                }
+                (records, lease, image)
+            }
+            Err(e) => {
+                let why = e.to_string();
+                let witness = (
+                    Answer::NoAnswer(why.clone()),
+                    no_answer(Source::Witness, why.clone(), t),
+                );
+                (Err(e), witness, Some(Err(why)))
+            }
+        };
+        let records = match result {
+            Ok(rec) => {
+                let facts = OperatorFacts {
+                    bootstrap: rec.member.bootstrap,
+                    member_id: rec.member.member_id,
+                    cluster_id: rec.cluster.cluster_id,
+                    pod_uid: rec.member.pod_uid.clone(),
+                    cluster_token: rec
+                        .cluster
+                        .cluster_token
+                        .clone()
+                        .or_else(|| rec.member.cluster_token.clone()),
+                    cluster_uid: rec.cluster.uid.clone(),
+                };
+                answered(
+                    Source::Kube,
+                    facts,
+                    serde_json::to_value(&rec).unwrap_or_default(),
+                    t,
+                )
+            }
+            Err(e) => unanswered(Source::Kube, &e, t),
+        };
+        (records, witness, image)
+    };
+    let file = async {
+        let path = cfg.witness_file.clone()?;
+        let t = Instant::now();
+        // Off the runtime and bounded: the file lives on another volume, which
+        // may hang like any other.
+        let reading = tokio::task::spawn_blocking({
+            let path = path.clone();
+            move || crate::evidence::mark::read_file(&path).map_err(|e| e.to_string())
+        });
+        let read = match tokio::time::timeout_at(deadline, reading).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(join)) => Err(format!("reading {} failed: {join}", path.display())),
+            Err(_) => Err(format!(
+                "reading {} did not finish before the deadline",
+                path.display()
+            )),
+        };
+        Some(witness_file_evidence(&path, read, t))
+    };
+    let ((live, live_entry), ((operator, kube_entry), (witness, witness_entry), etcd_image), file) =
+        tokio::join!(live, operator, file);
+    let (witness_file, witness_file_entry) = match file {
+        None => (Ok(None), None),
+        Some((facts, entry, None)) => (Ok(facts), Some(entry)),
+        Some((_, entry, Some(why))) => (Err(why), Some(entry)),
+    };
+    Gathered {
+        live,
+        operator,
+        witness,
+        witness_file,
+        live_entry,
+        kube_entry,
+        witness_entry,
+        witness_file_entry,
+        etcd_image,
+    }
+}
+
+/// Each witness Lease's name and the revision it recorded (`Err`: why it could
+/// not be read).
+pub type LeaseRevisions = Vec<(String, Result<Option<i64>, String>)>;
+
+/// The revision each member's witness Lease recorded, for `restore
+/// --bump-revision auto` (the same bump on every member needs the highest of
+/// them all, not this member's alone): `Ok(None)` for a member without a
+/// Lease or one that recorded no revision, `Err` for a Lease that could not be
+/// read. `Err` as a whole when `--kube` is off or no client could be made.
+pub fn witness_revisions(cfg: &Config, members: &[String]) -> Result<LeaseRevisions, String> {
+    let Some(target) = &cfg.kube else {
+        return Err("--kube is off (no service-account token mounted)".to_owned());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
+    let deadline = tokio::time::Instant::now() + cfg.timeout;
+    let read = rt.block_on(async {
+        let client = kube_src::client(target, cfg.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let reads = members.iter().map(|m| {
+            let client = client.clone();
+            async move {
+                let r = witness_src::read(&client, &target.namespace, m, deadline).await;
+                let r = r
+                    .map(|found| found.and_then(|w| w.revision))
+                    .map_err(|e| e.to_string());
+                (witness_src::lease_name(m), r)
+            }
+        });
+        Ok::<_, String>(futures::future::join_all(reads).await)
+    });
+    rt.shutdown_background();
+    read
+}

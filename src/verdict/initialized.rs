@@ -1,0 +1,784 @@
+//! Rows 5–7b: a directory that holds a member's data.
+//!
+//! [`Ctx::new`] computes every fact the rows read, once; [`RULES`] then lists
+//! the rows in the documented precedence, one function per row, the first that
+//! answers deciding. Three stages: whose the directory is (rows 6–6d, 7b), a
+//! WAL with no entry (7a, 5b, or as an empty directory), and where its log
+//! stands (6g–5, in `position`).
+
+use std::cell::OnceCell;
+
+use super::facts::{LiveMemberFacts, OperatorFacts};
+use super::position::{self, Position};
+use super::remedies::*;
+use super::{decision, Decision, Inputs, LiveFacts, Recorded, Row, Verdict, WitnessFacts};
+use crate::disk::ids::{self, ClusterId, MemberId};
+use crate::disk::layout::FoundingMember;
+
+/// A row of the table: the rows it can decide, and the function that decides
+/// them or passes.
+pub(super) struct Rule {
+    pub(super) rows: &'static [Row],
+    pub(super) decide: fn(&Ctx) -> Option<Decision>,
+}
+
+/// A stage of the list: its rules in order, then the row that answers when
+/// none did.
+pub(super) struct Stage {
+    pub(super) rules: &'static [Rule],
+    pub(super) last: (&'static [Row], fn(&Ctx) -> Decision),
+}
+
+impl Stage {
+    fn decide(&self, c: &Ctx) -> Decision {
+        self.rules
+            .iter()
+            .find_map(|r| r.apply(c))
+            .unwrap_or_else(|| {
+                let d = (self.last.1)(c);
+                debug_assert!(self.last.0.is_empty() || self.last.0.contains(&d.row));
+                d
+            })
+    }
+
+    /// The rows of the stage, in order.
+    #[cfg(test)]
+    pub(super) fn rows(&self) -> impl Iterator<Item = Row> + '_ {
+        self.rules
+            .iter()
+            .flat_map(|r| r.rows)
+            .chain(self.last.0)
+            .copied()
+    }
+}
+
+impl Rule {
+    fn apply(&self, c: &Ctx) -> Option<Decision> {
+        let d = (self.decide)(c)?;
+        debug_assert!(
+            self.rows.contains(&d.row),
+            "{:?} from {:?}",
+            d.row,
+            self.rows
+        );
+        Some(d)
+    }
+}
+
+/// Whose the directory is. `last` passes to the next stage.
+pub(super) const IDENTITY: &[Rule] = &[
+    Rule {
+        rows: &[Row::Foreign],
+        decide: foreign,
+    },
+    Rule {
+        rows: &[Row::Rebootstrapped],
+        decide: rebootstrapped,
+    },
+    Rule {
+        rows: &[Row::Removed],
+        decide: removed,
+    },
+    Rule {
+        rows: &[Row::Fork],
+        decide: fork,
+    },
+    Rule {
+        rows: &[Row::ForeignIncarnation],
+        decide: foreign_incarnation,
+    },
+    Rule {
+        rows: &[Row::ForeignFormation],
+        decide: foreign_formation,
+    },
+];
+
+/// A WAL with no entry and no snapshot: the empty directory's question.
+pub(super) const EMPTY_LOG: Stage = Stage {
+    rules: &[
+        Rule {
+            rows: &[Row::EmptyLogFormed],
+            decide: empty_log_formed,
+        },
+        Rule {
+            rows: &[Row::StartEmptyLog],
+            decide: start_empty_log,
+        },
+    ],
+    // Any other row of an empty directory (8b, 9a, 9b, 10, 11), said of this WAL.
+    last: (&[], as_empty),
+};
+
+/// Where the log stands.
+pub(super) const POSITION: Stage = Stage {
+    rules: &[
+        Rule {
+            rows: &[Row::RestoredBehind],
+            decide: position::restored_behind,
+        },
+        Rule {
+            rows: &[Row::RolledBack],
+            decide: position::rolled_back,
+        },
+        Rule {
+            rows: &[Row::AppliedPastLog],
+            decide: position::applied_past_log,
+        },
+        Rule {
+            rows: &[Row::Version],
+            decide: position::version,
+        },
+        Rule {
+            rows: &[Row::StartRestoredAbove],
+            decide: position::restored_above,
+        },
+        Rule {
+            rows: &[Row::StartCatchingUp],
+            decide: position::catching_up,
+        },
+    ],
+    last: (&[Row::StartStaleRecord, Row::Start], position::start),
+};
+
+/// The rows of this module in precedence order.
+#[cfg(test)]
+pub(super) fn rows() -> impl Iterator<Item = Row> {
+    IDENTITY
+        .iter()
+        .flat_map(|r| r.rows)
+        .copied()
+        .chain(EMPTY_LOG.rows())
+        .chain(POSITION.rows())
+}
+
+/// Decides an initialized directory.
+pub(super) fn decide(i: &Inputs, rec: &Recorded) -> Decision {
+    let c = Ctx::new(i, rec);
+    if let Some(d) = IDENTITY.iter().find_map(|r| r.apply(&c)) {
+        return c.finish(d, Vec::new());
+    }
+    if rec.empty_log {
+        // The directory's warnings only: what the empty directory's rows add
+        // is about a directory this is not.
+        let mut d = EMPTY_LOG.decide(&c);
+        d.warnings = c.warnings.clone();
+        return d;
+    }
+    let d = POSITION.decide(&c);
+    c.finish(d, c.position.warnings.clone())
+}
+
+/// The facts of an initialized directory against the evidence.
+pub(super) struct Ctx<'a> {
+    pub(super) i: &'a Inputs,
+    pub(super) rec: &'a Recorded,
+    op: Option<&'a OperatorFacts>,
+    live: Option<&'a LiveFacts>,
+    /// The witnesses that may speak; `true`: of this incarnation.
+    witnesses: Vec<(&'a WitnessFacts, bool)>,
+    /// Said whatever the row.
+    warnings: Vec<String>,
+    /// Each disagreement of a source with the directory (row 6).
+    mismatches: Vec<String>,
+    /// Recorded member IDs the live list or the directory shows stale (5a).
+    pub(super) stale: Vec<String>,
+    /// The leader's list of the directory's cluster lacks its member (6b, 6c).
+    removed: bool,
+    /// Why the cluster answering under the directory's ID is another history (6c).
+    fork: Option<String>,
+    /// The other started members of the cluster this directory stands alone in (7b).
+    rebootstrapped: Option<String>,
+    /// A source vouches for the directory's IDs.
+    vouched: bool,
+    /// The token etcd got was given (this member's, or the operator's record).
+    token_given: bool,
+    /// The founders of the directory's cluster, when this member's token
+    /// derives none of them (6d).
+    formed_with_other_token: Option<&'a [FoundingMember]>,
+    pub(super) position: Position<'a>,
+    empty: OnceCell<Decision>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(i: &'a Inputs, rec: &'a Recorded) -> Ctx<'a> {
+        let (witnesses, warnings) = i.usable_witnesses();
+        let position = Position::of(i, rec, &witnesses);
+        let mut c = Ctx {
+            i,
+            rec,
+            op: i.operator.get(),
+            live: i.live.get(),
+            witnesses,
+            warnings,
+            mismatches: Vec::new(),
+            stale: Vec::new(),
+            removed: false,
+            fork: None,
+            rebootstrapped: None,
+            vouched: false,
+            token_given: false,
+            formed_with_other_token: None,
+            position,
+            empty: OnceCell::new(),
+        };
+        // The order of these calls is the order of the report's sentences.
+        c.recorded_member_ids();
+        if let Some(op) = c.op {
+            c.check(
+                "cluster ID",
+                "the EtcdCluster",
+                op.cluster_id,
+                rec.cluster_id,
+            );
+        }
+        c.live_list();
+        c.check(
+            "cluster ID",
+            "ETCD_CLUSTER_ID",
+            i.hint_cluster_id,
+            rec.cluster_id,
+        );
+        for (w, _) in c.witnesses.clone() {
+            c.check("cluster ID", &w.name, w.cluster_id, rec.cluster_id);
+        }
+        c.peer_urls();
+        c.token();
+        c.fork = c.fork_of_live();
+        c.rebootstrapped = c.others_started();
+        c
+    }
+
+    /// Records that `source` expects `expected` where the WAL has `found`.
+    fn check<Id: PartialEq + std::fmt::Display>(
+        &mut self,
+        what: &str,
+        source: &str,
+        expected: Option<Id>,
+        found: Id,
+    ) {
+        if let Some(e) = expected.filter(|e| *e != found) {
+            self.mismatches.push(format!(
+                "{what} in the WAL is {found} but {source} says {e}"
+            ));
+        }
+    }
+
+    /// The member IDs the operator, the env and the witnesses record. The
+    /// list of the directory's own cluster has this member under the
+    /// directory's ID: an ID recorded elsewhere that the list does not have
+    /// is the stale record of an earlier incarnation (the operator latches
+    /// `memberID` once, env is frozen at Pod creation, a witness keeps the ID
+    /// it saw; remove + add gives a new ID) — started under this name, or
+    /// added at this member's peer URL and not started yet (a join killed
+    /// during its first sync). Any answer of that cluster will do: a lagging
+    /// list errs only towards an ID removed since, which etcd then refuses.
+    fn recorded_member_ids(&mut self) {
+        let (i, rec) = (self.i, self.rec);
+        let live_vouches_member = self.live.is_some_and(|l| {
+            l.cluster_id == rec.cluster_id && l.member(rec.member_id).is_some_and(|m| m.is(&i.me))
+        });
+        let dir_member_is_me = matches!((&rec.recorded_name, &i.me.name), (Some(r), Some(n)) if r == n)
+            || rec
+                .recorded_peer_urls
+                .as_ref()
+                .is_some_and(|urls| urls.iter().any(|u| i.me.has_peer_url(u)));
+        let mut recorded = vec![
+            (
+                "the EtcdMember".to_owned(),
+                self.op.and_then(|o| o.member_id),
+            ),
+            ("ETCD_MEMBER_ID".to_owned(), i.hint_member_id),
+        ];
+        recorded.extend(
+            self.witnesses
+                .iter()
+                .map(|(w, _)| (w.name.clone(), w.member_id)),
+        );
+        for (source, id) in recorded {
+            let Some(id) = id.filter(|&id| id != rec.member_id) else {
+                continue;
+            };
+            let gone = self.live.is_some_and(|l| l.member(id).is_none());
+            // The directory itself saw the recorded ID removed, and records
+            // its own member as this one: no peer is needed to know the record
+            // is stale (quorum loss is exactly when none answers).
+            let dir_says_stale = rec.removed_ids.contains(&id) && dir_member_is_me;
+            if (live_vouches_member && gone) || dir_says_stale {
+                let by = if live_vouches_member && gone {
+                    "which the live member list no longer has"
+                } else {
+                    "whose removal the directory itself records"
+                };
+                self.stale.push(format!(
+                    "{source} records member ID {id}, {by}: a stale record of an earlier incarnation"
+                ));
+            } else {
+                self.check("member ID", &source, Some(id), rec.member_id);
+            }
+        }
+    }
+
+    /// What the live list says of the directory's IDs. Endpoints that reach
+    /// more than one cluster are a misconfiguration of the endpoint list, not
+    /// evidence against the directory: it must belong to one of them, and only
+    /// that cluster's list says anything about its member.
+    fn live_list(&mut self) {
+        let (i, rec) = (self.i, self.rec);
+        let Some(live) = self.live else { return };
+        let (wal_member, wal_cluster) = (rec.member_id, rec.cluster_id);
+        let reached: Vec<ClusterId> = std::iter::once(live.cluster_id)
+            .chain(live.other_cluster_ids.iter().copied())
+            .collect();
+        if !reached.contains(&wal_cluster) {
+            let source = match &live.other_cluster_ids[..] {
+                [] => "the live cluster".to_owned(),
+                others => format!("the live cluster (other endpoints: {})", join(others)),
+            };
+            self.check("cluster ID", &source, Some(live.cluster_id), wal_cluster);
+        } else if live.cluster_id == wal_cluster {
+            match live.member(wal_member) {
+                Some(m) if !m.is(&i.me) && !m.name.is_empty() => {
+                    self.mismatches.push(format!(
+                        "the live member list has member {} of the WAL as {} ({}), not this member",
+                        wal_member,
+                        m.name,
+                        m.peer_urls.join(",")
+                    ));
+                }
+                Some(_) => {}
+                None if live.authoritative_for(wal_cluster) => self.removed = true,
+                None => {
+                    if let Some(other) = live.find(&i.me).filter(|m| m.id != wal_member) {
+                        self.check(
+                            "member ID",
+                            "the live member list",
+                            Some(other.id),
+                            wal_member,
+                        );
+                    }
+                }
+            }
+        }
+        if reached.len() > 1 {
+            let others: Vec<ClusterId> =
+                reached.into_iter().filter(|&c| c != wal_cluster).collect();
+            self.warnings.push(format!(
+                "ETCD_PEER_ENDPOINTS also reaches cluster {}: fix the endpoint list",
+                join(&others)
+            ));
+        }
+    }
+
+    /// The peer URLs the directory's membership gives its member, against
+    /// this member's.
+    fn peer_urls(&mut self) {
+        let (i, rec) = (self.i, self.rec);
+        let Some(recorded) = &rec.recorded_peer_urls else {
+            return;
+        };
+        if i.me.peer_urls.is_empty() || recorded.iter().any(|u| i.me.has_peer_url(u)) {
+            return;
+        }
+        let text = format!(
+            "the directory's own membership gives member {} the peer URLs {} but this member's are {}",
+            rec.member_id,
+            recorded.join(","),
+            i.me.peer_urls.join(",")
+        );
+        // The same member under another spelling of its address (an adopted
+        // cluster, a `member update`): the name the directory records and,
+        // where it answered, the live list agree that this is the member.
+        // Both names that are known must be this member's, and one must be.
+        let live_name = self
+            .live
+            .filter(|l| l.cluster_id == rec.cluster_id)
+            .and_then(|l| l.member(rec.member_id))
+            .map(|m| m.name.as_str())
+            .filter(|n| !n.is_empty());
+        let recorded_name = rec.recorded_name.as_deref().filter(|n| !n.is_empty());
+        let mine = i.me.name.as_deref();
+        let names = [live_name, recorded_name];
+        let same_member = mine.is_some()
+            && names.iter().any(Option::is_some)
+            && names.iter().flatten().all(|n| Some(*n) == mine);
+        if same_member {
+            self.warnings.push(format!(
+                "{text}; the name {} and the member ID agree, so this is the same member with a differently spelled advertise URL: make ETCD_PEER_URLS match etcd's --initial-advertise-peer-urls",
+                mine.unwrap_or_default()
+            ));
+        } else {
+            self.mismatches.push(text);
+        }
+    }
+
+    /// The token etcd got, what the WAL's founding entries say of it, and
+    /// whether any source vouches for the directory's IDs.
+    fn token(&mut self) {
+        let (i, rec) = (self.i, self.rec);
+        // This member's own token when given, else the operator's record of
+        // its cluster's (it passes that one to etcd), else etcd's default.
+        let (token, token_given) =
+            match (&i.me.token, self.op.and_then(|o| o.cluster_token.as_ref())) {
+                (Some(t), _) if i.me.token_given => (Some(t), true),
+                (_, Some(t)) => (Some(t), true),
+                (t, None) => (t.as_ref(), false),
+            };
+        self.token_given = token_given;
+        // The WAL's own entry adding its member, hashed with this token, gives
+        // the WAL's member ID: the directory was bootstrapped with this token
+        // (its URL may have been updated since), not by an earlier incarnation.
+        let same_token = match (&rec.added_with_peer_urls, token) {
+            (Some(urls), Some(token)) => ids::member_id(urls, token) == rec.member_id,
+            _ => false,
+        };
+        // The WAL's bootstrap entries, hashed with this token, give the
+        // founders' IDs when the cluster was formed with it; none does when it
+        // was formed with another (an earlier incarnation's volume, or the
+        // member's own ID random since a `member add`).
+        self.formed_with_other_token = match token {
+            Some(token) if !rec.formation.is_empty() => (!rec
+                .formation
+                .iter()
+                .any(|m| ids::member_id(&m.peer_urls, token) == m.id))
+            .then_some(&rec.formation[..]),
+            _ => None,
+        };
+        self.vouched = same_token || self.a_source_vouches();
+        // Said whenever it is seen, so that a wrong token shows while a source
+        // vouches, not first at a cold start when none can.
+        if let Some(founders) = self.formed_with_other_token {
+            if self.vouched || !self.formation_binds(founders) {
+                let whose = if i.me.token_given {
+                    "ETCD_INITIAL_CLUSTER_TOKEN"
+                } else if token_given {
+                    "the operator's status.clusterToken"
+                } else {
+                    "unset: etcd's default etcd-cluster"
+                };
+                self.warnings.push(format!(
+                    "the WAL records that cluster {} was formed by {}, IDs this member's token ({whose}) does not derive: if this member joined it with `member add`, set ETCD_INITIAL_CLUSTER_TOKEN to the token the cluster was formed with, so that a restart with no source to vouch for the directory is not taken for an earlier incarnation's volume",
+                    rec.cluster_id,
+                    join(&founders.iter().map(|m| m.id).collect::<Vec<_>>())
+                ));
+            }
+        }
+    }
+
+    /// The operator, the live list, the env or a witness of this incarnation
+    /// records the directory's member or cluster ID.
+    fn a_source_vouches(&self) -> bool {
+        let (i, rec) = (self.i, self.rec);
+        let (member, cluster) = (rec.member_id, rec.cluster_id);
+        self.op
+            .is_some_and(|o| o.member_id == Some(member) || o.cluster_id == Some(cluster))
+            || self
+                .live
+                .is_some_and(|l| l.cluster_id == cluster && l.member(member).is_some())
+            || i.hint_member_id == Some(member)
+            || i.hint_cluster_id == Some(cluster)
+            || self.witnesses.iter().any(|(w, ours)| {
+                *ours && (w.member_id == Some(member) || w.cluster_id == Some(cluster))
+            })
+    }
+
+    /// Whose cluster the formation names binds only a member whose own ID came
+    /// from a token (a founder) or one given a token: a member that joined with
+    /// `member add` and no token of its own may hold its cluster's founders in
+    /// its WAL (a young leader's log from index 1), hashed with a token it was
+    /// never told.
+    fn formation_binds(&self, founders: &[FoundingMember]) -> bool {
+        self.token_given || founders.iter().any(|m| m.id == self.rec.member_id)
+    }
+
+    /// A removal takes one member out and leaves the others: a list of the
+    /// directory's cluster ID that lacks other members the directory records,
+    /// or whose term is behind the directory's, is another history under the
+    /// same ID (a re-bootstrapped seed, a restore), not the cluster's word.
+    fn fork_of_live(&self) -> Option<String> {
+        let rec = self.rec;
+        let l = self.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+        let missing: Vec<MemberId> = rec
+            .recorded_members
+            .iter()
+            .copied()
+            .filter(|&id| id != rec.member_id && !rec.removed_ids.contains(&id))
+            .filter(|&id| l.member(id).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Some(format!(
+                "its member list lacks member(s) {} that the directory records",
+                join(&missing)
+            ));
+        }
+        let term = l.raft_term.filter(|&t| t < rec.term)?;
+        Some(format!(
+            "its raft term {term} is behind the directory's {}",
+            rec.term
+        ))
+    }
+
+    /// The directory's membership is this member alone, while the cluster of
+    /// its ID has other started members: an intact member of that cluster
+    /// would have recorded their addition (committed with it as a voter).
+    fn others_started(&self) -> Option<String> {
+        let rec = self.rec;
+        let l = self.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+        let others: Vec<&LiveMemberFacts> = l
+            .members
+            .iter()
+            .filter(|m| m.id != rec.member_id && m.started)
+            .collect();
+        (rec.recorded_members == [rec.member_id] && !others.is_empty()).then(|| {
+            others
+                .iter()
+                .map(|m| format!("{} ({})", m.id, m.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+
+    /// The sources the directory's IDs were checked against, for a start's
+    /// reason.
+    pub(super) fn consistent_with(&self) -> String {
+        let (i, rec) = (self.i, self.rec);
+        let derived_agrees =
+            i.me.derived
+                .is_some_and(|d| d.member_id == rec.member_id && d.cluster_id == rec.cluster_id);
+        let mut checked = vec!["the directory's own membership"];
+        if derived_agrees {
+            checked.push("the IDs its flags derive");
+        }
+        if self.op.is_some() {
+            checked.push("the operator's record");
+        }
+        if self.live.is_some() {
+            checked.push("the live cluster");
+        }
+        if i.hint_member_id.is_some() || i.hint_cluster_id.is_some() {
+            checked.push("the env hints");
+        }
+        checked.extend(self.witnesses.iter().map(|(w, _)| w.name.as_str()));
+        let mut reason = format!(
+            "the data directory holds member {} of cluster {}, consistent with {}",
+            rec.member_id,
+            rec.cluster_id,
+            checked.join(", ")
+        );
+        if let Some(d) = i.me.derived.filter(|_| !derived_agrees) {
+            reason.push_str(&format!(
+                "; its flags derive member {} of cluster {}, but another source vouches for the directory's IDs",
+                d.member_id, d.cluster_id
+            ));
+        }
+        if !self.stale.is_empty() {
+            reason.push_str(&format!(
+                "; the live member list shows this member started under that ID: {}",
+                self.stale.join("; ")
+            ));
+        }
+        reason
+    }
+
+    /// The empty directory's decision, for a WAL that holds nothing.
+    fn as_empty_directory(&self) -> &Decision {
+        self.empty.get_or_init(|| super::empty::decide(self.i))
+    }
+
+    /// Adds the stage's and the upgrade check's warnings; a start says them in
+    /// its reason too.
+    fn finish(&self, mut d: Decision, stage: Vec<String>) -> Decision {
+        let mut warnings = self.warnings.clone();
+        warnings.extend(stage);
+        if let Some(u) = &self.rec.upgrade {
+            warnings.extend(
+                u.warnings()
+                    .map(|f| format!("etcd {}: {} ({})", u.target, f.message, f.remedy)),
+            );
+        }
+        if !warnings.is_empty() && d.verdict == Verdict::Start {
+            d.reason
+                .push_str(&format!(" (warning: {})", warnings.join("; ")));
+        }
+        d.warnings = warnings;
+        d
+    }
+}
+
+fn join<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Row 6.
+fn foreign(c: &Ctx) -> Option<Decision> {
+    (!c.mismatches.is_empty()).then(|| {
+        decision(
+            Row::Foreign,
+            format!(
+                "the data directory belongs to another member or cluster: {}",
+                c.mismatches.join("; ")
+            ),
+            REMEDY_FOREIGN,
+        )
+    })
+}
+
+/// Row 7b.
+fn rebootstrapped(c: &Ctx) -> Option<Decision> {
+    let others = c.rebootstrapped.as_ref()?;
+    Some(decision(
+        Row::Rebootstrapped,
+        format!(
+            "the data directory holds member {} of cluster {} alone, but the live cluster of that ID has other started members ({others}): this directory re-bootstrapped a fresh cluster with the same IDs (or is a copy from before the cluster grew); its data is not the cluster's",
+            c.rec.member_id, c.rec.cluster_id
+        ),
+        REMEDY_EMPTY_FORMED,
+    ))
+}
+
+/// Row 6b: the directory records its own removal, or the leader's list lacks
+/// its member while it has every other member the directory records.
+fn removed(c: &Ctx) -> Option<Decision> {
+    let (member, cluster) = (c.rec.member_id, c.rec.cluster_id);
+    let reason = if c.rec.self_removed {
+        format!(
+            "the data directory records the removal of its own member {member} from cluster {cluster}: the member was removed"
+        )
+    } else if c.removed && c.fork.is_none() {
+        format!(
+            "the data directory holds member {member} of cluster {cluster}, but the leader's member list of that cluster no longer has it while it has every other member the directory records: the member was removed"
+        )
+    } else {
+        return None;
+    };
+    Some(decision(Row::Removed, reason, REMEDY_REMOVED))
+}
+
+/// Row 6c.
+fn fork(c: &Ctx) -> Option<Decision> {
+    let why = c.fork.as_ref().filter(|_| c.removed)?;
+    Some(decision(
+        Row::Fork,
+        format!(
+            "the data directory holds member {} of cluster {}; a cluster with that ID answers without it, but {why}: another history answers under this cluster ID (a re-bootstrapped or restored member), not the cluster this directory belongs to",
+            c.rec.member_id, c.rec.cluster_id
+        ),
+        REMEDY_FORK,
+    ))
+}
+
+/// Row 6a.
+fn foreign_incarnation(c: &Ctx) -> Option<Decision> {
+    let (member, cluster) = (c.rec.member_id, c.rec.cluster_id);
+    let derived =
+        c.i.me
+            .derived
+            .filter(|d| !c.vouched && (d.member_id != member || d.cluster_id != cluster))?;
+    Some(decision(
+        Row::ForeignIncarnation,
+        format!(
+            "the data directory holds member {member} of cluster {cluster}, but this bootstrap member's flags (--initial-cluster, --initial-cluster-token) make etcd member {} of cluster {}, and no live or operator source vouches for the directory's IDs: it belongs to another cluster, such as an earlier incarnation of a same-named one",
+            derived.member_id, derived.cluster_id
+        ),
+        REMEDY_INCARNATION,
+    ))
+}
+
+/// Row 6d.
+fn foreign_formation(c: &Ctx) -> Option<Decision> {
+    let founders = c
+        .formed_with_other_token
+        .filter(|f| !c.vouched && c.formation_binds(f))?;
+    let founders: Vec<String> = founders
+        .iter()
+        .map(|m| format!("{} ({})", m.id, m.peer_urls.join(",")))
+        .collect();
+    Some(decision(
+        Row::ForeignFormation,
+        format!(
+            "the data directory holds member {} of cluster {}, whose WAL records that it was formed by {}: IDs this member's --initial-cluster-token does not derive (etcd gives a founding member sha1(peer URLs + token)), and no live or operator source vouches for the directory's IDs: it belongs to a cluster formed with another token, such as an earlier incarnation of a same-named one",
+            c.rec.member_id,
+            c.rec.cluster_id,
+            founders.join(", ")
+        ),
+        REMEDY_INCARNATION_TOKEN,
+    ))
+}
+
+/// A WAL with no entry and no snapshot is, for what it holds, an empty
+/// directory: etcd re-creates exactly that on a wiped directory when it
+/// starts with `=existing` (and then panics `tocommit(N) is out of range`).
+/// So the question is the empty directory's — did this member start before?
+/// — and only the answer "never" lets etcd start on it.
+fn empty_log_what(c: &Ctx) -> String {
+    format!(
+        "the WAL of member {} holds no entry and no snapshot (etcd re-creates such a WAL when it starts on a wiped directory)",
+        c.rec.member_id
+    )
+}
+
+/// Row 7a.
+fn empty_log_formed(c: &Ctx) -> Option<Decision> {
+    // A witness of this WAL's member, of this incarnation, proved its disk
+    // held entries: it started, whatever the empty directory's rows say (a
+    // re-added member's new ID makes the witness stale for an empty directory,
+    // but this WAL is of the old ID, and etcd would start as that ID with an
+    // empty log and vote again in terms it voted in).
+    let (marks, _) = super::position::durable_marks(c.rec, &c.witnesses);
+    if let Some(m) = marks.iter().max_by_key(|m| m.index) {
+        return Some(decision(
+            Row::EmptyLogFormed,
+            format!(
+                "{}, but this member started before: {} records raft index {} on its disk",
+                empty_log_what(c),
+                m.by,
+                m.index
+            ),
+            REMEDY_EMPTY_FORMED,
+        ));
+    }
+    let empty = c.as_empty_directory();
+    matches!(empty.row, Row::EmptyFormed | Row::JoinSelfOnly).then(|| {
+        decision(
+            Row::EmptyLogFormed,
+            format!(
+                "{}, but this member started before: {}",
+                empty_log_what(c),
+                empty.reason
+            ),
+            REMEDY_EMPTY_FORMED,
+        )
+    })
+}
+
+/// Row 5b.
+fn start_empty_log(c: &Ctx) -> Option<Decision> {
+    let empty = c.as_empty_directory();
+    matches!(
+        empty.row,
+        Row::Join | Row::Bootstrap | Row::AllowedWithoutEvidence
+    )
+    .then(|| {
+        decision(
+            Row::StartEmptyLog,
+            format!(
+                "{}; the first start of this member ended before its first entry, and {}",
+                empty_log_what(c),
+                empty.reason
+            ),
+            "",
+        )
+    })
+}
+
+/// Any other row of the empty directory, said of this WAL.
+fn as_empty(c: &Ctx) -> Decision {
+    let empty = c.as_empty_directory();
+    Decision {
+        reason: format!("{}; {}", empty_log_what(c), empty.reason),
+        ..empty.clone()
+    }
+}
