@@ -1,5 +1,15 @@
-//! Directory helpers shared by the WAL and snapshot readers: entry listing,
-//! `lstat`, and the `%016x-%016x` names both formats use.
+//! The one directory lister of the offline reader, and the `%016x-%016x` names
+//! the WAL and snapshot formats share.
+//!
+//! A name that is not UTF-8 is kept, never skipped: etcd reads names as bytes
+//! (`fileutil.ReadDir`, then `filepath.Ext(name) == ".wal"` for `wal.Exist`),
+//! so `\xff.wal` makes a directory initialized for etcd, and `inspect` must
+//! report every entry etcd would not expect. The name is decoded lossily
+//! (U+FFFD for each invalid sequence): every name etcd looks for is ASCII,
+//! and U+FFFD never equals an ASCII byte, so each comparison (`member`, `db`,
+//! a `.wal` or `.snap` suffix, `%016x-%016x`) answers as it does on the bytes;
+//! and the report, JSON, shows the entry with U+FFFD where bytes did not
+//! decode. The exact path is kept beside it for opening the file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,9 +33,20 @@ fn parse_hex16(s: &str) -> Option<u64> {
     }
 }
 
-/// Reads a directory's entries as (name, path), skipping names that are not UTF-8
-/// (etcd never writes such names; the caller reports debris).
-pub(crate) fn read_dir_names(dir: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
+/// One entry of a listing.
+#[derive(Debug, Clone)]
+pub(crate) struct DirEntry {
+    /// The name, decoded lossily (see the module doc).
+    pub(crate) name: String,
+    /// The exact path, for opening the entry.
+    pub(crate) path: PathBuf,
+    /// The entry's own type: a symlink is a symlink, not what it points to.
+    pub(crate) file_type: fs::FileType,
+}
+
+/// Lists `dir` without following symlinks inside it, sorted by name; every
+/// entry, whatever the bytes of its name.
+pub(crate) fn list(dir: &Path) -> Result<Vec<DirEntry>, IoError> {
     let err = |source| IoError {
         op: "readdir",
         path: dir.to_path_buf(),
@@ -35,10 +56,13 @@ pub(crate) fn read_dir_names(dir: &Path) -> Result<Vec<(String, PathBuf)>, IoErr
     let mut out = Vec::new();
     for entry in fs::read_dir(dir).map_err(err)? {
         let entry = entry.map_err(err)?;
-        if let Ok(name) = entry.file_name().into_string() {
-            out.push((name, entry.path()));
-        }
+        out.push(DirEntry {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            file_type: entry.file_type().map_err(err)?,
+            path: entry.path(),
+        });
     }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
@@ -50,4 +74,40 @@ pub(crate) fn lstat(path: &Path) -> Result<fs::Metadata, IoError> {
         offset: None,
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_listed_with_its_exact_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = OsStr::from_bytes(b"\xff\xfe.wal");
+        fs::write(dir.path().join(raw), b"").unwrap();
+        fs::write(dir.path().join("db"), b"").unwrap();
+        let entries = list(dir.path()).unwrap();
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["db", "\u{fffd}\u{fffd}.wal"]);
+        assert_eq!(entries[1].path, dir.path().join(raw));
+        assert!(lstat(&entries[1].path).unwrap().is_file());
+    }
+
+    #[test]
+    fn hex_pairs_are_exactly_sixteen_lowercase_digits_each() {
+        assert_eq!(
+            parse_hex_pair("0000000000000001-00000000000000ff"),
+            Some((1, 255))
+        );
+        for bad in [
+            "000000000000001-00000000000000ff",
+            "0000000000000001-00000000000000FF",
+            "0000000000000001_00000000000000ff",
+            "\u{fffd}000000000000001-00000000000000ff",
+        ] {
+            assert_eq!(parse_hex_pair(bad), None, "{bad}");
+        }
+    }
 }

@@ -260,14 +260,14 @@ impl Incarnation {
     }
 
     /// Neither fact is known.
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         self.token_sha256.is_none() && self.cluster_uid.is_none()
     }
 
     /// Why `other` belongs to another incarnation than `self`, when a fact both
     /// know differs; `None` when they agree on every fact both know (or share
     /// none).
-    pub fn differs_from(&self, other: &Incarnation) -> Option<&'static str> {
+    pub(crate) fn differs_from(&self, other: &Incarnation) -> Option<&'static str> {
         let differ =
             |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a != b);
         if differ(&self.cluster_uid, &other.cluster_uid) {
@@ -280,7 +280,7 @@ impl Incarnation {
     }
 
     /// Both facts that are known agree, and at least one is known on each side.
-    pub fn same_as(&self, other: &Incarnation) -> bool {
+    pub(crate) fn same_as(&self, other: &Incarnation) -> bool {
         let agree =
             |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a == b);
         self.differs_from(other).is_none()

@@ -20,7 +20,8 @@ use serde::Serialize;
 /// A lock some other process holds on a data-dir file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeldLock {
-    /// The locked file.
+    /// The data-dir file the lock is on (the backend or a WAL segment), matched
+    /// to `/proc/locks` by device and inode.
     pub path: PathBuf,
     /// `OFDLCK`, `FLOCK` or `POSIX`.
     pub kind: String,
@@ -30,7 +31,7 @@ pub struct HeldLock {
 
 /// Probes `F_OFD_GETLK` for a write lock over the whole file. `Ok(true)` when a
 /// conflicting lock exists. The file is opened read-only; no lock is taken.
-pub fn ofd_conflict(path: &Path) -> std::io::Result<bool> {
+pub(crate) fn ofd_conflict(path: &Path) -> std::io::Result<bool> {
     let file = File::options()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)

@@ -134,7 +134,7 @@ impl<'a> Iterator for Fields<'a> {
 }
 
 /// Decodes a packed or repeated-unpacked `uint64` field value into `out`.
-pub fn push_u64s(value: Value<'_>, out: &mut Vec<u64>) -> Result<(), PbError> {
+pub(crate) fn push_u64s(value: Value<'_>, out: &mut Vec<u64>) -> Result<(), PbError> {
     match value {
         Value::Bytes(b) => {
             let mut pos = 0;

@@ -28,9 +28,9 @@ pub enum DecodeError {
     /// A known protobuf field with the wrong wire type.
     #[error("{what} field {field} has the wrong wire type")]
     WrongWireType {
-        /// Which message.
+        /// The message being decoded.
         what: Message,
-        /// The field number.
+        /// The protobuf field number that came with an unexpected wire type.
         field: u32,
     },
 }
@@ -79,7 +79,7 @@ impl ConfChangeKind {
 /// defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberAttrs {
-    /// The member.
+    /// The member the change adds or updates, as the entry's context records it.
     #[serde(flatten)]
     pub member: Member,
     /// The change promotes a learner (3.5 `ConfigChangeContext`).

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 pub struct IoError {
     /// The syscall or step that failed (`open`, `pread`, `stat`).
     pub op: &'static str,
-    /// The file.
+    /// The file the syscall was made on (the directory, for `readdir`).
     pub path: PathBuf,
     /// The byte offset of a failed read.
     pub offset: Option<u64>,
-    /// The OS error.
+    /// What the kernel answered ([`IoError::is_permission`] tells an unreadable
+    /// file from a failing one).
     #[source]
     pub source: io::Error,
 }
@@ -77,7 +78,7 @@ impl PosReader {
         })
     }
 
-    /// The file's path.
+    /// The path it was opened by, for the errors of its reads.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -115,7 +116,7 @@ impl PosReader {
     }
 
     /// Reads a block, or fewer bytes when the file ends inside it.
-    pub fn read_block(&self, block: Block) -> Result<Vec<u8>, IoError> {
+    pub(crate) fn read_block(&self, block: Block) -> Result<Vec<u8>, IoError> {
         let want = block.len.min(self.len.saturating_sub(block.offset));
         let mut buf = vec![0u8; usize::try_from(want).unwrap_or(0)];
         let n = self.read_at(block.offset, &mut buf)?;

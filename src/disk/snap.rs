@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::dir::{self, lstat, parse_hex_pair};
 use crate::disk::ids::MemberId;
 use crate::disk::member::Member;
 use crate::disk::pb::{self, PbError, Value};
@@ -28,7 +28,7 @@ pub const MAX_SNAP_BYTES: u64 = 1024 * 1024 * 1024;
 /// A `.snap` file found in the snap directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnapName {
-    /// Full path.
+    /// The snap dir joined with the name as listed.
     pub path: PathBuf,
     /// Raft term from the name.
     pub term: u64,
@@ -39,7 +39,7 @@ pub struct SnapName {
 /// What a `.snap` file says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnapFile {
-    /// The file.
+    /// The `.snap` file these facts come from.
     pub path: PathBuf,
     /// Raft term from the snapshot metadata.
     pub term: u64,
@@ -177,7 +177,7 @@ pub enum SnapError {
 
 impl SnapError {
     /// True when the cause is a permission problem: unreadable, not corrupt.
-    pub fn is_permission(&self) -> bool {
+    pub(crate) fn is_permission(&self) -> bool {
         matches!(self, SnapError::Io(e) if e.is_permission())
     }
 }
@@ -198,7 +198,7 @@ pub fn parse_snap_name(name: &str) -> Option<(u64, u64)> {
 /// `*.broken` files are ignored.
 pub fn list_snaps(snap_dir: &Path) -> Result<Vec<SnapName>, SnapError> {
     let mut out = Vec::new();
-    for (name, path) in read_dir_names(snap_dir)? {
+    for dir::DirEntry { name, path, .. } in dir::list(snap_dir)? {
         if !name.ends_with(".snap") || name.starts_with("tmp") || name.starts_with("db.tmp") {
             continue;
         }

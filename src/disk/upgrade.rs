@@ -123,7 +123,7 @@ pub struct UpgradeCheck {
 
 impl UpgradeCheck {
     /// The blocking findings.
-    pub fn blockers(&self) -> impl Iterator<Item = &Finding> {
+    pub(crate) fn blockers(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.blocks)
     }
 
@@ -204,197 +204,315 @@ pub fn check(r: &Inspection, target: Target, flags: &EtcdFlags) -> UpgradeCheck 
     }
 }
 
-/// [`check`] of an initialized directory's member.
+/// [`check`] of an initialized directory's member: every rule of [`RULES`]
+/// over the facts computed once, blocking findings first.
 fn check_initialized(
     r: &Initialized,
     data_dir: &Path,
     target: Target,
     flags: &EtcdFlags,
 ) -> UpgradeCheck {
-    let storage = r
-        .backend()
-        .and_then(|b| b.storage_version.as_deref())
-        .and_then(line_of);
-    let cluster = cluster_line(r, target.line());
-    let dir_line = storage.or(cluster);
-    let mut out = UpgradeCheck {
+    let facts = Facts::new(r, data_dir, target, flags);
+    let mut findings: Vec<Finding> = RULES.iter().filter_map(|rule| rule(&facts)).collect();
+    findings.sort_by_key(|f| !f.blocks);
+    UpgradeCheck {
         from: None,
         target: target.to_string(),
-        dir_line: dir_line.map(fmt_line),
-        blocked: false,
-        findings: Vec::new(),
-    };
-    let t = target.line();
-    let f = &mut out.findings;
-    let snap_index = r.snapshot.index;
-    let dir = data_dir.display();
+        dir_line: facts.dir_line.map(fmt_line),
+        blocked: findings.iter().any(|f| f.blocks),
+        findings,
+    }
+}
 
-    {
-        let v2 = &r.v2_replay;
-        let examples = |only_raw: bool, only_disallowed: bool| -> String {
-            let list: Vec<String> = v2
-                .examples
-                .iter()
-                .filter(|e| (!only_raw || e.raw) && (!only_disallowed || !e.allowed_by_3_6))
-                .take(3)
-                .map(|e| match e.path.as_str() {
-                    "" => format!("{} at index {}", e.method, e.index),
-                    path => format!("{} {path} at index {}", e.method, e.index),
-                })
-                .collect();
-            list.join(", ")
-        };
-        let at_least = if v2.bounded { "at least " } else { "" };
-        let beyond = if v2.uncommitted > 0 {
-            format!(
-                " ({} of them above the commit index: the leader commits a follower's tail within a heartbeat, and a lone voter commits its own)",
-                v2.uncommitted
-            )
-        } else {
-            String::new()
-        };
-        if t == (3, 6) && v2.disallowed > 0 {
-            f.push(Finding {
-                code: "v2-wal-disallowed",
-                blocks: true,
-                message: format!(
-                    "the WAL holds {at_least}{} v2 request(s) after the start snapshot (index {snap_index}) that etcd {target} cannot convert and panics on (\"detected disallowed v2 WAL\"){beyond}: {}",
-                    v2.disallowed,
-                    examples(false, true)
-                ),
-                rule: "etcd 3.6 etcdserver/apply_v2.go v2ToV3Request; etcd #20809, #20870",
-                remedy: format!(
-                    "keep this member on 3.5 (3.5.20 or newer): remove the v2 data with the v2 API, then turn --enable-v2 off (with it on, every /health probe proposes a v2 QGET through raft) and let the member take a snapshot past these entries (a lower --snapshot-count for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade"
-                ),
-            });
-        }
-        if t >= (3, 7) && v2.raw_with_path > 0 {
-            f.push(Finding {
-                code: "v2-wal-raw",
-                blocks: true,
-                message: format!(
-                    "the WAL holds {at_least}{} raw v2 request(s) with a path after the start snapshot (index {snap_index}){beyond}; etcd {target} decodes every replayed entry as a v3 request and panics on them (\"unmarshal should never fail\"): {}",
-                    v2.raw_with_path,
-                    examples(true, false)
-                ),
-                rule: "etcd 3.7 etcdserver/apply/apply.go Apply (pbutil.MustUnmarshalMessage)",
-                remedy: format!(
-                    "start this member on 3.6 (3.6.11 or newer) until it has a snapshot past the last 3.5-era entry (every 10000 entries with 3.6's default --snapshot-count; a lower value for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade to {target}"
-                ),
-            });
-        }
-        if v2.incomplete {
-            f.push(Finding {
-                code: "v2-wal-unknown",
-                blocks: t >= (3, 6),
-                message: format!(
-                    "the WAL holds more v2 requests than are kept ({} of a kind) and raft overwrote part of the log below some that were let go: which of them etcd {target} replays cannot be told",
-                    super::v2req::KEEP
-                ),
-                rule: "etcd 3.6 v2ToV3Request / 3.7 apply.Apply on replayed entries",
-                remedy: "let this member take a snapshot on its current version first, then check again".into(),
-            });
+/// The rules, one a finding code (the three `downgrade-*` codes are one rule:
+/// one answer about one downgrade), in the order their findings are listed
+/// (blocking ones are then moved first, the order kept among each).
+const RULES: [fn(&Facts) -> Option<Finding>; 12] = [
+    v2_wal_disallowed,
+    v2_wal_raw,
+    v2_wal_unknown,
+    v2_store_custom,
+    storage_version_newer,
+    downgrade_info_malformed,
+    downgrade,
+    cluster_version_newer,
+    cluster_version_newer_in_wal,
+    skipped_minor,
+    too_many_learners,
+    learner_flag_stale,
+];
+
+/// What the rules read, each computed once.
+struct Facts<'a> {
+    r: &'a Initialized,
+    flags: &'a EtcdFlags,
+    target: Target,
+    /// The target's line.
+    t: (u32, u32),
+    /// The data dir, for the commands in remedies.
+    dir: std::path::Display<'a>,
+    /// The raft index of the snapshot etcd starts from.
+    snap_index: u64,
+    /// The backend's storage version's line.
+    storage: Option<(u32, u32)>,
+    /// The line of the last etcd that wrote the directory.
+    dir_line: Option<(u32, u32)>,
+    /// The cluster version the target checks itself against at load, when it
+    /// is newer than the target ([`cluster_line`]) and no downgrade decides.
+    cluster_newer: Option<(u32, u32)>,
+    /// The downgrade a 3.5 target sees enabled (3.6+ no longer read it at boot).
+    downgrading: Option<&'a Downgrade>,
+    /// The cluster version as recorded (the backend's, else the `.snap`'s).
+    current: Option<(u32, u32)>,
+}
+
+impl<'a> Facts<'a> {
+    fn new(
+        r: &'a Initialized,
+        data_dir: &'a Path,
+        target: Target,
+        flags: &'a EtcdFlags,
+    ) -> Facts<'a> {
+        let t = target.line();
+        let storage = r
+            .backend()
+            .and_then(|b| b.storage_version.as_deref())
+            .and_then(line_of);
+        let cluster = cluster_line(r, t);
+        let downgrading = downgrade_enabled(r).filter(|_| t == (3, 5));
+        Facts {
+            r,
+            flags,
+            target,
+            t,
+            dir: data_dir.display(),
+            snap_index: r.snapshot.index,
+            storage,
+            dir_line: storage.or(cluster),
+            cluster_newer: cluster.filter(|c| c.0 == t.0 && c.1 > t.1 && downgrading.is_none()),
+            downgrading,
+            current: r
+                .backend()
+                .and_then(|b| b.cluster_version.as_deref())
+                .or(r.snap_cluster_version.as_deref())
+                .and_then(line_of),
         }
     }
 
+    /// Up to three replayed v2 requests, raw ones only or disallowed ones only.
+    fn v2_examples(&self, only_raw: bool, only_disallowed: bool) -> String {
+        let list: Vec<String> = self
+            .r
+            .v2_replay
+            .examples
+            .iter()
+            .filter(|e| (!only_raw || e.raw) && (!only_disallowed || !e.allowed_by_3_6))
+            .take(3)
+            .map(|e| match e.path.as_str() {
+                "" => format!("{} at index {}", e.method, e.index),
+                path => format!("{} {path} at index {}", e.method, e.index),
+            })
+            .collect();
+        list.join(", ")
+    }
+
+    /// "at least " when the v2 counts are lower bounds.
+    fn v2_at_least(&self) -> &'static str {
+        if self.r.v2_replay.bounded {
+            "at least "
+        } else {
+            ""
+        }
+    }
+
+    /// How many of the v2 requests are above the commit index, and why they
+    /// count, when some are.
+    fn v2_beyond(&self) -> String {
+        match self.r.v2_replay.uncommitted {
+            0 => String::new(),
+            n => format!(
+                " ({n} of them above the commit index: the leader commits a follower's tail within a heartbeat, and a lone voter commits its own)"
+            ),
+        }
+    }
+}
+
+fn v2_wal_disallowed(x: &Facts) -> Option<Finding> {
+    let v2 = &x.r.v2_replay;
+    if x.t != (3, 6) || v2.disallowed == 0 {
+        return None;
+    }
+    let (target, dir) = (x.target, &x.dir);
+    Some(Finding {
+        code: "v2-wal-disallowed",
+        blocks: true,
+        message: format!(
+            "the WAL holds {}{} v2 request(s) after the start snapshot (index {}) that etcd {target} cannot convert and panics on (\"detected disallowed v2 WAL\"){}: {}",
+            x.v2_at_least(),
+            v2.disallowed,
+            x.snap_index,
+            x.v2_beyond(),
+            x.v2_examples(false, true)
+        ),
+        rule: "etcd 3.6 etcdserver/apply_v2.go v2ToV3Request; etcd #20809, #20870",
+        remedy: format!(
+            "keep this member on 3.5 (3.5.20 or newer): remove the v2 data with the v2 API, then turn --enable-v2 off (with it on, every /health probe proposes a v2 QGET through raft) and let the member take a snapshot past these entries (a lower --snapshot-count for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade"
+        ),
+    })
+}
+
+fn v2_wal_raw(x: &Facts) -> Option<Finding> {
+    let v2 = &x.r.v2_replay;
+    if x.t < (3, 7) || v2.raw_with_path == 0 {
+        return None;
+    }
+    let (target, dir) = (x.target, &x.dir);
+    Some(Finding {
+        code: "v2-wal-raw",
+        blocks: true,
+        message: format!(
+            "the WAL holds {}{} raw v2 request(s) with a path after the start snapshot (index {}){}; etcd {target} decodes every replayed entry as a v3 request and panics on them (\"unmarshal should never fail\"): {}",
+            x.v2_at_least(),
+            v2.raw_with_path,
+            x.snap_index,
+            x.v2_beyond(),
+            x.v2_examples(true, false)
+        ),
+        rule: "etcd 3.7 etcdserver/apply/apply.go Apply (pbutil.MustUnmarshalMessage)",
+        remedy: format!(
+            "start this member on 3.6 (3.6.11 or newer) until it has a snapshot past the last 3.5-era entry (every 10000 entries with 3.6's default --snapshot-count; a lower value for one start makes it soon; `inspect --upgrade-check {target} --data-dir {dir}` says when), then upgrade to {target}"
+        ),
+    })
+}
+
+fn v2_wal_unknown(x: &Facts) -> Option<Finding> {
+    if !x.r.v2_replay.incomplete {
+        return None;
+    }
+    Some(Finding {
+        code: "v2-wal-unknown",
+        blocks: x.t >= (3, 6),
+        message: format!(
+            "the WAL holds more v2 requests than are kept ({} of a kind) and raft overwrote part of the log below some that were let go: which of them etcd {} replays cannot be told",
+            super::v2req::KEEP,
+            x.target
+        ),
+        rule: "etcd 3.6 v2ToV3Request / 3.7 apply.Apply on replayed entries",
+        remedy: "let this member take a snapshot on its current version first, then check again"
+            .into(),
+    })
+}
+
+fn v2_store_custom(x: &Facts) -> Option<Finding> {
+    if x.t != (3, 6) || x.r.v2_custom.is_empty() {
+        return None;
+    }
+    let target = x.target;
     // `write-only-skip-check` exists from 3.6.13 on; 3.6.0–3.6.12 reject the
     // value when they parse their flags. A target without a patch is given
     // the benefit: an older 3.6 exits on the flag before it reads anything.
-    let skip_asked = flags.v2_deprecation.as_deref() == Some("write-only-skip-check");
+    let skip_asked = x.flags.v2_deprecation.as_deref() == Some("write-only-skip-check");
     let skip_known = target.patch.is_none_or(|p| p >= SKIP_CHECK_SINCE_PATCH);
     let skip_check = skip_asked && skip_known;
-    if t == (3, 6) && !r.v2_custom.is_empty() {
-        f.push(Finding {
-            code: "v2-store-custom",
-            blocks: !skip_check,
-            message: format!(
-                "the snapshot etcd {target} loads (index {snap_index}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\"){}",
-                r.v2_custom.join(", "),
-                if skip_asked && !skip_known {
-                    format!(", and etcd {target} does not know --v2-deprecation=write-only-skip-check (3.6.13 and newer do): it exits on that flag")
-                } else {
-                    String::new()
-                }
-            ),
-            rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351; write-only-skip-check since 3.6.13 (server/config/v2_deprecation.go)",
-            remedy: if skip_check {
-                "none for the start (--v2-deprecation=write-only-skip-check lets 3.6.13 and newer load it); remove the v2 data before 3.7".into()
+    Some(Finding {
+        code: "v2-store-custom",
+        blocks: !skip_check,
+        message: format!(
+            "the snapshot etcd {target} loads (index {}) holds v2 store data under {}; etcd 3.6 refuses it (\"detected disallowed custom content in v2store\"){}",
+            x.snap_index,
+            x.r.v2_custom.join(", "),
+            if skip_asked && !skip_known {
+                format!(", and etcd {target} does not know --v2-deprecation=write-only-skip-check (3.6.13 and newer do): it exits on that flag")
             } else {
-                "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6.13 or newer with --v2-deprecation=write-only-skip-check (ETCD_V2_DEPRECATION; older 3.6 releases reject that value, and 3.6 ignores every other one), then upgrade".into()
-            },
-        });
-    }
+                String::new()
+            }
+        ),
+        rule: "etcd 3.6 storage/util.go AssertNoV2StoreContent; etcd #20351; write-only-skip-check since 3.6.13 (server/config/v2_deprecation.go)",
+        remedy: if skip_check {
+            "none for the start (--v2-deprecation=write-only-skip-check lets 3.6.13 and newer load it); remove the v2 data before 3.7".into()
+        } else {
+            "remove the v2 data on 3.5 (v2 API with --enable-v2) and let the member take a new snapshot, or start 3.6.13 or newer with --v2-deprecation=write-only-skip-check (ETCD_V2_DEPRECATION; older 3.6 releases reject that value, and 3.6 ignores every other one), then upgrade".into()
+        },
+    })
+}
 
-    if t >= (3, 6) {
-        if let Some(s) = storage.filter(|s| s.0 == t.0 && s.1 > t.1) {
-            f.push(Finding {
-                code: "storage-version-newer",
+fn storage_version_newer(x: &Facts) -> Option<Finding> {
+    let t = x.t;
+    if t < (3, 6) {
+        return None;
+    }
+    let s = x.storage.filter(|s| s.0 == t.0 && s.1 > t.1)?;
+    Some(Finding {
+        code: "storage-version-newer",
+        blocks: true,
+        message: format!(
+            "the backend's storage version is {}, newer than etcd {} knows; it refuses to start (\"version {}.0 is not supported\")",
+            fmt_line(s),
+            x.target,
+            fmt_line(s)
+        ),
+        rule: "etcd storage/schema/schema.go Validate (no migration plan to an older schema)",
+        remedy: format!(
+            "start the newer etcd ({}) on it; to downgrade, run `etcdctl downgrade enable {}` on the running cluster first (its members migrate their storage), or with the member stopped `etcdutl migrate --data-dir {} --target-version {}` with the {} etcdutl",
+            fmt_line(s),
+            fmt_line(t),
+            x.dir,
+            fmt_line(t),
+            fmt_line(s)
+        ),
+    })
+}
+
+fn downgrade_info_malformed(x: &Facts) -> Option<Finding> {
+    let malformed =
+        x.r.backend()
+            .and_then(|b| b.downgrade.as_ref())
+            .is_some_and(|d| d.malformed);
+    if !malformed || x.t < (3, 5) {
+        return None;
+    }
+    Some(Finding {
+        code: "downgrade-info-malformed",
+        blocks: true,
+        message: format!(
+            "the backend's cluster/downgrade value is not the JSON etcd writes; etcd {} panics (\"failed to unmarshal downgrade information\")",
+            x.target
+        ),
+        rule: "etcd storage/schema/membership.go DowngradeInfoFromBackend (3.6+), membership/cluster.go downgradeInfoFromBackend (3.5)",
+        remedy: "the backend was written by something other than etcd: inspect the directory (`inspect --hash`) and restore the member from a snapshot or re-add it".into(),
+    })
+}
+
+/// 3.5 (only 3.5: 3.6+ no longer read it at boot) lets a member join while
+/// a downgrade to its own minor is enabled, whatever the cluster version,
+/// and refuses every other version while one is. But a 3.5 member that
+/// joins before the leader has lowered the cluster version answers "not
+/// capable" and stops the downgrade: 3.6's leader lowers it only while
+/// every member runs 3.6 ("Cannot downgrade from minimal-server-version to
+/// downgrade-target"), so neither ever moves (tests/it/upgrade.rs).
+fn downgrade(x: &Facts) -> Option<Finding> {
+    let (t, target) = (x.t, x.target);
+    let downgrading = x.downgrading?;
+    match line_of(&downgrading.target_version) {
+        Some(d) if d == t && x.current.is_some_and(|c| c > t) => {
+            let current = x.current.map_or(String::new(), fmt_line);
+            Some(Finding {
+                code: "downgrade-not-lowered",
                 blocks: true,
                 message: format!(
-                    "the backend's storage version is {}, newer than etcd {target} knows; it refuses to start (\"version {}.0 is not supported\")",
-                    fmt_line(s),
-                    fmt_line(s)
+                    "a downgrade to {} is enabled but the cluster version is still {current}: etcd {target} would start now (answering \"not capable\" until the version is lowered), but this member's .snap and WAL keep cluster version {current} and 3.5 takes no snapshot when the version is lowered, so once the downgrade completes its next restart panics (\"invalid downgrade; server version is lower than determined cluster version\"); a 3.6 member takes that snapshot when it applies the lowered version",
+                    fmt_line(d),
                 ),
-                rule: "etcd storage/schema/schema.go Validate (no migration plan to an older schema)",
+                rule: "etcd 3.6 etcdserver/apply/apply.go ClusterVersionSet (ForceSnapshot on a lowered version); 3.5 membership/cluster.go Recover and SetVersion (mustDetectDowngrade against the .snap's and each replayed version)",
                 remedy: format!(
-                    "start the newer etcd ({}) on it; to downgrade, run `etcdctl downgrade enable {}` on the running cluster first (its members migrate their storage), or with the member stopped `etcdutl migrate --data-dir {dir} --target-version {}` with the {} etcdutl",
-                    fmt_line(s),
-                    fmt_line(t),
-                    fmt_line(t),
-                    fmt_line(s)
+                    "start this member on {current} again; once every member runs it and answers, the leader lowers the cluster version to {} within seconds (`curl <client-url>/version` shows etcdcluster {}.0) and every 3.6 member takes a snapshot; then restart members on {} one at a time",
+                    fmt_line(d),
+                    fmt_line(d),
+                    fmt_line(d)
                 ),
-            });
+            })
         }
-    }
-    let malformed = r
-        .backend()
-        .and_then(|b| b.downgrade.as_ref())
-        .is_some_and(|d| d.malformed);
-    if malformed && t >= (3, 5) {
-        f.push(Finding {
-            code: "downgrade-info-malformed",
-            blocks: true,
-            message: format!(
-                "the backend's cluster/downgrade value is not the JSON etcd writes; etcd {target} panics (\"failed to unmarshal downgrade information\")"
-            ),
-            rule: "etcd storage/schema/membership.go DowngradeInfoFromBackend (3.6+), membership/cluster.go downgradeInfoFromBackend (3.5)",
-            remedy: "the backend was written by something other than etcd: inspect the directory (`inspect --hash`) and restore the member from a snapshot or re-add it".into(),
-        });
-    }
-    // 3.5 (only 3.5: 3.6+ no longer read it at boot) lets a member join while
-    // a downgrade to its own minor is enabled, whatever the cluster version,
-    // and refuses every other version while one is. But a 3.5 member that
-    // joins before the leader has lowered the cluster version answers "not
-    // capable" and stops the downgrade: 3.6's leader lowers it only while
-    // every member runs 3.6 ("Cannot downgrade from minimal-server-version to
-    // downgrade-target"), so neither ever moves (tests/it/upgrade.rs).
-    let downgrading = downgrade_enabled(r).filter(|_| t == (3, 5));
-    let downgrade_line = downgrading.map(|d| line_of(&d.target_version));
-    let current = r
-        .backend()
-        .and_then(|b| b.cluster_version.as_deref())
-        .or(r.snap_cluster_version.as_deref())
-        .and_then(line_of);
-    match downgrade_line {
-        Some(Some(d)) if d == t && current.is_some_and(|c| c > t) => f.push(Finding {
-            code: "downgrade-not-lowered",
-            blocks: true,
-            message: format!(
-                "a downgrade to {} is enabled but the cluster version is still {}: etcd {target} would start now (answering \"not capable\" until the version is lowered), but this member's .snap and WAL keep cluster version {} and 3.5 takes no snapshot when the version is lowered, so once the downgrade completes its next restart panics (\"invalid downgrade; server version is lower than determined cluster version\"); a 3.6 member takes that snapshot when it applies the lowered version",
-                fmt_line(d),
-                current.map_or(String::new(), fmt_line),
-                current.map_or(String::new(), fmt_line)
-            ),
-            rule: "etcd 3.6 etcdserver/apply/apply.go ClusterVersionSet (ForceSnapshot on a lowered version); 3.5 membership/cluster.go Recover and SetVersion (mustDetectDowngrade against the .snap's and each replayed version)",
-            remedy: format!(
-                "start this member on {} again; once every member runs it and answers, the leader lowers the cluster version to {} within seconds (`curl <client-url>/version` shows etcdcluster {}.0) and every 3.6 member takes a snapshot; then restart members on {} one at a time",
-                current.map_or(String::new(), fmt_line),
-                fmt_line(d),
-                fmt_line(d),
-                fmt_line(d)
-            ),
-        }),
-        Some(Some(d)) if d == t => f.push(Finding {
+        Some(d) if d == t => Some(Finding {
             code: "downgrade-enabled",
             blocks: false,
             message: format!(
@@ -404,162 +522,187 @@ fn check_initialized(
             rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",
             remedy: "none: the downgrade is cancelled once it completes".into(),
         }),
-        Some(_) => f.push(Finding {
+        _ => Some(Finding {
             code: "downgrade-target-other",
             blocks: true,
             message: format!(
                 "a downgrade to {:?} is enabled (cluster/downgrade); etcd {target} refuses to start (fatal \"invalid downgrade; server version is not allowed to join when downgrade is enabled\")",
-                downgrading.map_or("", |d| d.target_version.as_str())
+                downgrading.target_version.as_str()
             ),
             rule: "etcd 3.5 etcdserver/api/membership/downgrade.go mustDetectDowngrade",
             remedy: "start this member on the downgrade's target version, or cancel the downgrade on the running cluster (`etcdctl downgrade cancel`) and start the version it runs".into(),
         }),
-        None => {}
     }
-    if let Some(c) = cluster.filter(|c| c.0 == t.0 && c.1 > t.1 && downgrade_line.is_none()) {
-        f.push(Finding {
-            code: "cluster-version-newer",
-            blocks: true,
-            message: format!(
-                "the directory records cluster version {}, newer than etcd {target}; etcd panics (\"invalid downgrade; server version is lower than determined cluster version\")",
-                fmt_line(c)
-            ),
-            rule: "etcd etcdserver/version/downgrade.go MustDetectDowngrade",
-            remedy: format!(
-                "start etcd {} or newer on it; a downgrade needs `etcdctl downgrade enable {}` on the running cluster before members are restarted on {}",
-                fmt_line(c),
-                fmt_line(t),
-                fmt_line(t)
-            ),
-        });
+}
+
+fn cluster_version_newer(x: &Facts) -> Option<Finding> {
+    let (t, c) = (x.t, x.cluster_newer?);
+    Some(Finding {
+        code: "cluster-version-newer",
+        blocks: true,
+        message: format!(
+            "the directory records cluster version {}, newer than etcd {}; etcd panics (\"invalid downgrade; server version is lower than determined cluster version\")",
+            fmt_line(c),
+            x.target
+        ),
+        rule: "etcd etcdserver/version/downgrade.go MustDetectDowngrade",
+        remedy: format!(
+            "start etcd {} or newer on it; a downgrade needs `etcdctl downgrade enable {}` on the running cluster before members are restarted on {}",
+            fmt_line(c),
+            fmt_line(t),
+            fmt_line(t)
+        ),
+    })
+}
+
+/// The cluster versions etcd re-applies from the WAL after the start
+/// snapshot, each checked against itself as it goes: 3.5 exempts one while
+/// the downgrade state (the backend's, then each replayed change) enables a
+/// downgrade to 3.5; 3.6+ exempt none. Only the first such version is
+/// reported, and none when the version etcd loads is already newer
+/// ([`cluster_version_newer`] says so).
+fn cluster_version_newer_in_wal(x: &Facts) -> Option<Finding> {
+    let t = x.t;
+    if x.cluster_newer.is_some() {
+        return None;
     }
-    // The cluster versions etcd re-applies from the WAL after the start
-    // snapshot, each checked against itself as it goes: 3.5 exempts one while
-    // the downgrade state (the backend's, then each replayed change) enables a
-    // downgrade to 3.5; 3.6+ exempt none.
-    if !f.iter().any(|x| x.code == "cluster-version-newer") {
-        let mut dg: Option<(bool, String)> = r
-            .backend()
+    let mut dg: Option<(bool, String)> =
+        x.r.backend()
             .and_then(|b| b.downgrade.as_ref())
             .map(|d| (d.enabled, d.target_version.clone()));
-        for ev in std::iter::once(&r.v2_replay).flat_map(|v| &v.versions) {
-            if let Some(d) = &ev.downgrade {
-                dg = Some(d.clone());
-                continue;
-            }
-            let Some(v) = ev.cluster_version.as_deref().and_then(line_of) else {
-                continue;
-            };
-            let exempt = t == (3, 5)
-                && dg
-                    .as_ref()
-                    .is_some_and(|(on, to)| *on && line_of(to) == Some(t));
-            if v.0 == t.0 && v.1 > t.1 && !exempt {
-                f.push(Finding {
-                    code: "cluster-version-newer-in-wal",
-                    blocks: true,
-                    message: format!(
-                        "the WAL after the start snapshot sets cluster version {} at index {}, and etcd {target} re-applies it at start with no downgrade to {} enabled at that point: it panics (\"invalid downgrade; server version is lower than determined cluster version\")",
-                        fmt_line(v),
-                        ev.index,
-                        fmt_line(t),
-                    ),
-                    rule: "etcd 3.5 etcdserver/apply.go (ClusterVersionSet applied whatever the consistent index) and membership/cluster.go SetVersion → mustDetectDowngrade; 3.6+ the same through applyInternalRaftRequest",
-                    remedy: format!(
-                        "the data is intact and on the other members: if the cluster still runs {} (a downgrade not finished), start this member on {}; once the cluster runs {}, remove this member and add it again (`etcdctl member remove`, then `member add`; it receives a snapshot from the leader), or let it start on {} until it takes a snapshot past index {} (`--snapshot-count` entries)",
-                        fmt_line(v),
-                        fmt_line(v),
-                        fmt_line(t),
-                        fmt_line(v),
-                        ev.index
-                    ),
-                });
-                break;
-            }
+    for ev in &x.r.v2_replay.versions {
+        if let Some(d) = &ev.downgrade {
+            dg = Some(d.clone());
+            continue;
+        }
+        let Some(v) = ev.cluster_version.as_deref().and_then(line_of) else {
+            continue;
+        };
+        let exempt = t == (3, 5)
+            && dg
+                .as_ref()
+                .is_some_and(|(on, to)| *on && line_of(to) == Some(t));
+        if v.0 == t.0 && v.1 > t.1 && !exempt {
+            return Some(Finding {
+                code: "cluster-version-newer-in-wal",
+                blocks: true,
+                message: format!(
+                    "the WAL after the start snapshot sets cluster version {} at index {}, and etcd {} re-applies it at start with no downgrade to {} enabled at that point: it panics (\"invalid downgrade; server version is lower than determined cluster version\")",
+                    fmt_line(v),
+                    ev.index,
+                    x.target,
+                    fmt_line(t),
+                ),
+                rule: "etcd 3.5 etcdserver/apply.go (ClusterVersionSet applied whatever the consistent index) and membership/cluster.go SetVersion → mustDetectDowngrade; 3.6+ the same through applyInternalRaftRequest",
+                remedy: format!(
+                    "the data is intact and on the other members: if the cluster still runs {} (a downgrade not finished), start this member on {}; once the cluster runs {}, remove this member and add it again (`etcdctl member remove`, then `member add`; it receives a snapshot from the leader), or let it start on {} until it takes a snapshot past index {} (`--snapshot-count` entries)",
+                    fmt_line(v),
+                    fmt_line(v),
+                    fmt_line(t),
+                    fmt_line(v),
+                    ev.index
+                ),
+            });
         }
     }
-    if let Some(d) = dir_line.filter(|d| d.0 == t.0 && d.1.saturating_add(1) < t.1) {
-        f.push(Finding {
-            code: "skipped-minor",
-            blocks: false,
-            message: format!(
-                "the directory was last written by etcd {}; {target} skips a minor version: etcd upgrades one minor at a time, and {target} members refuse peers older than {}.{}",
-                fmt_line(d),
-                t.0,
-                t.1 - 1
-            ),
-            rule: "etcd upgrade guides (one minor at a time); membership version checks",
-            remedy: format!(
-                "upgrade through {}.{} first (3.5.20+ before 3.6, 3.6.11+ before 3.7)",
-                t.0,
-                t.1 - 1
-            ),
-        });
+    None
+}
+
+fn skipped_minor(x: &Facts) -> Option<Finding> {
+    let (t, target) = (x.t, x.target);
+    let d = x
+        .dir_line
+        .filter(|d| d.0 == t.0 && d.1.saturating_add(1) < t.1)?;
+    Some(Finding {
+        code: "skipped-minor",
+        blocks: false,
+        message: format!(
+            "the directory was last written by etcd {}; {target} skips a minor version: etcd upgrades one minor at a time, and {target} members refuse peers older than {}.{}",
+            fmt_line(d),
+            t.0,
+            t.1 - 1
+        ),
+        rule: "etcd upgrade guides (one minor at a time); membership version checks",
+        remedy: format!(
+            "upgrade through {}.{} first (3.5.20+ before 3.6, 3.6.11+ before 3.7)",
+            t.0,
+            t.1 - 1
+        ),
+    })
+}
+
+fn too_many_learners(x: &Facts) -> Option<Finding> {
+    let t = x.t;
+    if t < (3, 6) {
+        return None;
     }
-    if t >= (3, 6) {
-        let max = flags.max_learners.unwrap_or(DEFAULT_MAX_LEARNERS);
-        // 3.6 syncs a promotion the v2 store (.snap) knows into the backend
-        // first (SyncLearnerPromotionIfNeeded); 3.7 takes the backend as it is.
-        let learners = r
-            .backend()
+    let max = x.flags.max_learners.unwrap_or(DEFAULT_MAX_LEARNERS);
+    // 3.6 syncs a promotion the v2 store (.snap) knows into the backend
+    // first (SyncLearnerPromotionIfNeeded); 3.7 takes the backend as it is.
+    let learners =
+        x.r.backend()
             .into_iter()
             .flat_map(|b| &b.members)
             .filter(|m| m.is_learner)
             .filter(|m| {
                 t >= (3, 7)
-                    || !r
+                    || !x
+                        .r
                         .snap_member_roles
                         .iter()
                         .any(|&(id, learner)| id == m.id && !learner)
             })
             .count();
-        if learners > max as usize {
-            f.push(Finding {
-                code: "too-many-learners",
-                blocks: true,
-                message: format!(
-                    "the backend records {learners} learner member(s), more than --max-learners {max}; etcd {target} refuses to start (\"membership: too many learner members in cluster\")"
-                ),
-                rule: "etcd bootstrap ValidateMaxLearnerConfig; stale learner flags of etcd 3.5.1–3.5.19 (etcd #19557)",
-                remedy: if t >= (3, 7) {
-                    "start this member on 3.6.11 or newer first while its .snap still records the promotions (3.6 repairs the flags), or raise --max-learners for one start".into()
-                } else {
-                    "raise --max-learners (ETCD_MAX_LEARNERS) for this start, or let the member take a snapshot on 3.5.20+ (which records the promotions) first".into()
-                },
-            });
-        }
+    if learners <= max as usize {
+        return None;
     }
-    if t >= (3, 6) && !r.learner_flag_stale.is_empty() {
-        let ids: Vec<String> = r
-            .learner_flag_stale
+    Some(Finding {
+        code: "too-many-learners",
+        blocks: true,
+        message: format!(
+            "the backend records {learners} learner member(s), more than --max-learners {max}; etcd {} refuses to start (\"membership: too many learner members in cluster\")",
+            x.target
+        ),
+        rule: "etcd bootstrap ValidateMaxLearnerConfig; stale learner flags of etcd 3.5.1–3.5.19 (etcd #19557)",
+        remedy: if t >= (3, 7) {
+            "start this member on 3.6.11 or newer first while its .snap still records the promotions (3.6 repairs the flags), or raise --max-learners for one start".into()
+        } else {
+            "raise --max-learners (ETCD_MAX_LEARNERS) for this start, or let the member take a snapshot on 3.5.20+ (which records the promotions) first".into()
+        },
+    })
+}
+
+fn learner_flag_stale(x: &Facts) -> Option<Finding> {
+    let t = x.t;
+    if t < (3, 6) || x.r.learner_flag_stale.is_empty() {
+        return None;
+    }
+    let ids: Vec<String> =
+        x.r.learner_flag_stale
             .iter()
             .map(|id| id.to_string())
             .collect();
-        let (what, remedy) = if t == (3, 6) {
-            (
-                "etcd 3.6 rewrites it from the .snap's v2 store when it starts, but only for a promotion that .snap holds (a promotion replayed from the WAL after it is not written to the backend)",
-                "none needed for the 3.6 start; before 3.7, let 3.6 take a snapshot past the promotion (`--snapshot-count` entries) and restart it once more, until this warning is gone",
-            )
-        } else {
-            (
-                "etcd 3.7 reads membership only from the backend and would see the wrong role",
-                "start this member on 3.6 first, until a 3.6 snapshot past the promotion and a restart repair the flag (this warning gone), then upgrade",
-            )
-        };
-        f.push(Finding {
-            code: "learner-flag-stale",
-            blocks: false,
-            message: format!(
-                "the backend's learner flag of member(s) {} disagrees with the WAL and .snap (etcd 3.5.1–3.5.19 never persisted a promotion there); {what}",
-                ids.join(", ")
-            ),
-            rule: "etcd #19557, #20793",
-            remedy: remedy.into(),
-        });
-    }
-    f.sort_by_key(|f| !f.blocks);
-    out.blocked = out.findings.iter().any(|f| f.blocks);
-    out
+    let (what, remedy) = if t == (3, 6) {
+        (
+            "etcd 3.6 rewrites it from the .snap's v2 store when it starts, but only for a promotion that .snap holds (a promotion replayed from the WAL after it is not written to the backend)",
+            "none needed for the 3.6 start; before 3.7, let 3.6 take a snapshot past the promotion (`--snapshot-count` entries) and restart it once more, until this warning is gone",
+        )
+    } else {
+        (
+            "etcd 3.7 reads membership only from the backend and would see the wrong role",
+            "start this member on 3.6 first, until a 3.6 snapshot past the promotion and a restart repair the flag (this warning gone), then upgrade",
+        )
+    };
+    Some(Finding {
+        code: "learner-flag-stale",
+        blocks: false,
+        message: format!(
+            "the backend's learner flag of member(s) {} disagrees with the WAL and .snap (etcd 3.5.1–3.5.19 never persisted a promotion there); {what}",
+            ids.join(", ")
+        ),
+        rule: "etcd #19557, #20793",
+        remedy: remedy.into(),
+    })
 }
 
 #[cfg(test)]
@@ -697,6 +840,23 @@ mod tests {
         assert!(check(&r, t("3.7")).findings.is_empty());
         m(&mut r).snap_cluster_version = Some("3.4.0".into());
         assert_eq!(codes(&check(&r, t("3.6"))), [("skipped-minor", false)]);
+        // v2 requests let go of under an overwritten log: 3.5 replays them
+        // as it wrote them, 3.6 and 3.7 may panic on them.
+        m(&mut r).v2_replay = V2Replay {
+            incomplete: true,
+            ..V2Replay::default()
+        };
+        assert_eq!(codes(&check(&r, t("3.5"))), [("v2-wal-unknown", false)]);
+        assert_eq!(
+            codes(&check(&r, t("3.6"))),
+            [("v2-wal-unknown", true), ("skipped-minor", false)]
+        );
+        // A blocking finding is listed before a warning of an earlier rule.
+        m(&mut r).snap_cluster_version = Some("3.6.0".into());
+        assert_eq!(
+            codes(&check(&r, t("3.5"))),
+            [("cluster-version-newer", true), ("v2-wal-unknown", false)]
+        );
         // Not initialized: nothing to check.
         let mut custom = initialized();
         m(&mut custom).v2_custom = vec!["/1".into()];

@@ -130,7 +130,7 @@ impl V2Log {
     }
 
     /// Drops the requests at or above `index` (raft overwrote the log from there).
-    pub fn truncate_from(&mut self, index: u64) {
+    pub(crate) fn truncate_from(&mut self, index: u64) {
         if self.evicted_up_to.is_some_and(|e| e >= index) {
             self.incomplete = true;
         }

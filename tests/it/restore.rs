@@ -11,9 +11,10 @@
 //! operator would. Every run sets `TERMINATION_LOG` and `AGENT_VERDICT_FILE` to
 //! temp paths and `AGENT_KUBE=false`.
 //!
-//! The crash tests use the test-only hook `AGENT_TEST_PAUSE_AT=<stage>` (the
-//! agent sleeps at that stage, announcing it on stderr) to SIGKILL the agent's
-//! process group deterministically, a wrapper around the real tool to kill it
+//! The crash tests use the test hook `AGENT_TEST_PAUSE_AT=<stage>` (the agent
+//! sleeps at that stage, announcing it on stderr; compiled in only with the
+//! `test-hooks` cargo feature, which `scripts/test` enables) to SIGKILL the
+//! agent's process group deterministically, a wrapper around the real tool to kill it
 //! while the tool is running, and kills at evenly spaced moments of a real run.
 
 use crate::common::*;
@@ -28,6 +29,18 @@ use std::time::Instant;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
+
+/// Fails a test that pauses `restore` through `AGENT_TEST_PAUSE_AT` when the
+/// agent was built without the hook: it would otherwise wait for a pause that
+/// never comes and fail on a timeout that says nothing of why.
+fn needs_test_hooks() {
+    if !cfg!(feature = "test-hooks") {
+        panic!(
+            "this test pauses restore through AGENT_TEST_PAUSE_AT, which the agent has only when \
+             built with the test-hooks feature: `cargo test --features test-hooks` (scripts/test does)"
+        );
+    }
+}
 
 const SENTINEL_KEY: &str = "restore-sentinel";
 const SENTINEL_VALUE: &str = "written-before-the-snapshot";
@@ -409,6 +422,7 @@ fn a_restore_onto_the_debris_of_a_failed_first_start(version: EtcdVersion) {
 /// debris is etcd's own; the lock is the backend `flock` bbolt takes, taken by
 /// this test while restore pauses before publishing.
 fn a_restore_never_sets_aside_a_member_an_etcd_holds(version: EtcdVersion) {
+    needs_test_hooks();
     let base = tempfile::tempdir().unwrap();
     let members = plan(&["r0"]);
     let data = base.path().join("r0/data");
@@ -1462,6 +1476,7 @@ impl Complete<'_> {
 /// a re-run finishes; at the end real etcd serves the data. Returns the wall
 /// time of one clean run.
 fn killed_at_any_moment(snap: &Path, bulk_keys: usize, timed_kills: u32) -> std::time::Duration {
+    needs_test_hooks();
     let version = EtcdVersion::V3_5;
     let test_started = Instant::now();
     let base = tempfile::tempdir().unwrap();

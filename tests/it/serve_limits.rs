@@ -55,6 +55,41 @@ fn closed_within(s: &mut TcpStream, bound: Duration) -> Option<Duration> {
     None
 }
 
+/// Whether process `pid` has accepted `client`'s connection to its `port` on
+/// 127.0.0.1: /proc/net/tcp gives the server side of that connection an inode
+/// once it is accepted (none while it waits in the accept queue), and the
+/// process holds a descriptor on it. `Err` says what was seen instead.
+fn accepted_by(pid: u32, port: u16, client: &TcpStream) -> Result<(), String> {
+    let peer = client.local_addr().map_err(|e| e.to_string())?.port();
+    // Addresses as the kernel prints them: the IPv4 address in host byte order
+    // (127.0.0.1 is 0100007F on this little-endian machine), the port in hex.
+    let (local, remote) = (
+        format!("0100007F:{port:04X}"),
+        format!("0100007F:{peer:04X}"),
+    );
+    let table = std::fs::read_to_string("/proc/net/tcp").map_err(|e| e.to_string())?;
+    let inode = table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(1) == Some(&local.as_str()) && f.get(2) == Some(&remote.as_str()))
+        .and_then(|f| f.get(9).map(|i| i.to_string()))
+        .ok_or_else(|| format!("no socket from {local} to {remote} in /proc/net/tcp"))?;
+    ensure(
+        inode != "0",
+        format!("the connection from port {peer} waits in the accept queue"),
+    )?;
+    let socket = format!("socket:[{inode}]");
+    let held = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map_err(|e| format!("/proc/{pid}/fd: {e}"))?
+        .filter_map(Result::ok)
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str()));
+    ensure(
+        held,
+        format!("pid {pid} holds no descriptor on {socket} (port {peer})"),
+    )
+}
+
 /// An agent beside nothing (no member answers): enough for probes and metrics.
 fn lonely(args: &[&str]) -> Serve {
     let mut b = Serve::beside(&format!("http://127.0.0.1:{}", free_port()));
@@ -231,7 +266,16 @@ fn sigterm_is_not_held_by_a_half_sent_request() {
         .unwrap();
     let mut grpc_half = TcpStream::connect(("127.0.0.1", serve.grpc)).unwrap();
     grpc_half.write_all(b"PRI * HTTP/2.0\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Both half-sent requests are the agent's to answer before it is signalled
+    // (one still in the accept queue would hold nothing).
+    assert_eventually!(
+        accepted_by(serve.pid(), serve.http, &half).and_then(|()| accepted_by(
+            serve.pid(),
+            serve.grpc,
+            &grpc_half
+        )),
+        "the agent accepts both half-sent requests"
+    );
     let started = Instant::now();
     serve.sigterm();
     let status = serve.wait_exit(Duration::from_secs(25));
@@ -342,7 +386,18 @@ fn probes_answer_while_more_clients_than_descriptors_reconnect_as_fast_as_closed
             )));
         }
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // The flood is on before the probing starts: every client has connected,
+    // and the agent, over its limit, has closed some that came back.
+    assert_eventually!(
+        {
+            let n = opened.load(Ordering::Relaxed);
+            ensure(
+                n > 2 * HOSTILE_PER_PORT as u64,
+                format!("{n} hostile connections opened"),
+            )
+        },
+        "every hostile client connects and some reconnect"
+    );
 
     // GetIdentity as the operator's client and the load tool call it: four
     // callers on one long-lived channel, back to back.

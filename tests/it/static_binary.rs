@@ -83,6 +83,21 @@ fn the_static_binary_has_no_interpreter_and_no_needed_libraries() {
 /// A peer endpoint given by a host name from `/etc/hosts` resolves inside an empty
 /// chroot, so preflight reaches the live cluster; a name that is nowhere does
 /// not resolve, and preflight says so instead of hanging.
+/// The release build leaves the `test-hooks` feature off: the binary that ships
+/// cannot be made to pause by an environment variable (the hook's variable name
+/// is in it exactly when the hook is).
+#[test]
+fn the_static_binary_carries_no_test_hook() {
+    let Some(bin) = static_bin() else { return };
+    let bytes = std::fs::read(&bin).unwrap();
+    let hook = b"AGENT_TEST_PAUSE_AT";
+    assert!(
+        !bytes.windows(hook.len()).any(|w| w == hook),
+        "{} carries the restore pause hook: it was built with the test-hooks feature",
+        bin.display()
+    );
+}
+
 #[test]
 fn peer_host_names_resolve_from_etc_hosts_in_an_empty_chroot() {
     let Some(bin) = static_bin() else { return };

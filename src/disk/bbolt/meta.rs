@@ -9,7 +9,7 @@ use super::{BoltError, MetaProblem};
 use crate::disk::reader::{Block, PosReader};
 
 /// bbolt's magic number, at the start of each meta.
-pub const MAGIC: u32 = 0xED0C_DAED;
+pub(crate) const MAGIC: u32 = 0xED0C_DAED;
 /// The only data file version bbolt writes.
 pub const VERSION: u32 = 2;
 /// Meta body: 64 bytes after the page header.

@@ -44,7 +44,7 @@ pub use etcd::{
     detect_storage_version, main_revision, parse_semver, semver_minor, Backend, BackendAlarm,
     Downgrade, KvHash, StorageVersionSource,
 };
-pub use meta::{MAGIC, VERSION};
+pub use meta::VERSION;
 
 use meta::{Chosen, Meta};
 use page::BucketRoot;
@@ -277,7 +277,7 @@ pub enum BoltError {
 
 impl BoltError {
     /// True when the cause is a permission problem: unreadable, not corrupt.
-    pub fn is_permission(&self) -> bool {
+    pub(crate) fn is_permission(&self) -> bool {
         matches!(self, BoltError::Io(e) if e.is_permission())
     }
 
@@ -420,7 +420,7 @@ impl Db {
 
     /// The last key of root bucket `bucket` in key order: `None` when the bucket
     /// is missing or empty.
-    pub fn last_key(&self, bucket: &[u8]) -> Result<Option<Vec<u8>>, BoltError> {
+    pub(crate) fn last_key(&self, bucket: &[u8]) -> Result<Option<Vec<u8>>, BoltError> {
         let Some(b) = self.lookup(BucketRoot::Page(self.meta.root), 0, bucket)? else {
             return Ok(None);
         };

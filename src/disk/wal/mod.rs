@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::disk::dir::{lstat, parse_hex_pair, read_dir_names};
+use crate::disk::dir::{self, lstat, parse_hex_pair};
 use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::pb::PbError;
 use crate::disk::raftpb::{ConfChangeRec, DecodeError, HardState, Message};
@@ -49,9 +49,9 @@ use segment::{scan_segment, Independent, SegEnd};
 /// One `*.wal` file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WalSegment {
-    /// Full path.
+    /// Where it was read: the WAL dir joined with the name as listed.
     pub path: PathBuf,
-    /// File name.
+    /// `%016x-%016x.wal` (any other `*.wal` name is a [`WalError::BadName`]).
     pub name: String,
     /// Sequence number from the name.
     pub seq: u64,
@@ -96,13 +96,14 @@ pub enum TornReason {
 /// `.broken` and truncate it at `offset`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TornTail {
-    /// The last segment.
+    /// The last segment: etcd repairs only a tear in it, one in an earlier
+    /// segment is corruption.
     pub path: PathBuf,
     /// Start of the torn frame = end of the last verified record.
     pub offset: u64,
-    /// Human-readable reason.
+    /// Why the tail counts as torn, in a sentence for the report.
     pub detail: String,
-    /// The reason, typed.
+    /// The same reason as a value, for the code that decides on it.
     #[serde(skip)]
     pub reason: TornReason,
 }
@@ -183,9 +184,9 @@ pub enum CorruptKind {
     /// A known protobuf field with the wrong wire type.
     #[error("{what} field {field} has the wrong wire type")]
     WrongWireType {
-        /// Which message.
+        /// The message being decoded.
         what: Message,
-        /// The field number.
+        /// The protobuf field number that came with an unexpected wire type.
         field: u32,
     },
     /// A metadata record that differs from the first one.
@@ -272,7 +273,7 @@ impl From<DecodeError> for CorruptKind {
 impl WalError {
     /// True when the cause is a permission problem: the directory is unreadable,
     /// not corrupt.
-    pub fn is_permission(&self) -> bool {
+    pub(crate) fn is_permission(&self) -> bool {
         matches!(self, WalError::Io(e) if e.is_permission())
     }
 
@@ -307,7 +308,7 @@ pub fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
 /// one.
 pub fn list_segments(wal_dir: &Path) -> Result<Vec<WalSegment>, WalError> {
     let mut segments = Vec::new();
-    for (name, path) in read_dir_names(wal_dir)? {
+    for dir::DirEntry { name, path, .. } in dir::list(wal_dir)? {
         if !name.ends_with(".wal") {
             continue;
         }
@@ -412,7 +413,7 @@ pub fn read_wal(wal_dir: &Path) -> Result<Wal, WalError> {
 /// segment boundaries exactly as one sequential pass checks them. The result,
 /// errors included, is the sequential pass's.
 #[tracing::instrument(level = "debug", skip_all, fields(wal_dir = %wal_dir.display(), threads))]
-pub fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
+pub(crate) fn read_wal_with(wal_dir: &Path, threads: usize) -> Result<Wal, WalError> {
     let segments = list_segments(wal_dir)?;
     if segments.is_empty() {
         return Err(WalError::NoSegments {

@@ -229,8 +229,18 @@ pub fn run_schedule(fc: &mut FaultCluster, schedule: &Schedule, tag: &str) -> Ou
         fc.make_earlier_volumes();
     }
     let mut writer = Writer::start(tag, fc.cluster.client_urls());
-    // Writes in flight before the first fault.
-    std::thread::sleep(Duration::from_millis(300));
+    // Writes in flight before the first fault: the cluster acknowledges them.
+    // (A panic here is the schedule's error: the caller catches it.)
+    assert_eventually!(
+        {
+            let acked = writer.acked();
+            ensure(
+                acked >= writer::WRITERS,
+                format!("{acked} writes acknowledged"),
+            )
+        },
+        "the writers' first puts are acknowledged before the first fault"
+    );
     let mut incarnation = 0;
     for fault in &schedule.faults {
         if matches!(fault, schedule::Fault::Recreate(_)) {

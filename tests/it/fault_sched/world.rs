@@ -952,6 +952,8 @@ impl FaultCluster {
         let mut exits = vec![0usize; n];
         // Members the heal started whose exit (if any) is not yet accounted for.
         let mut watching: BTreeSet<usize> = BTreeSet::new();
+        // What the last pass that did not settle saw.
+        let mut unsettled = String::new();
         loop {
             self.account_exits(&mut watching, &mut exits, &mut remedy);
             for i in 0..n {
@@ -984,7 +986,10 @@ impl FaultCluster {
                     }
                 }
             }
-            self.settle(SETTLE);
+            if let Err(e) = self.settle(SETTLE) {
+                self.event(format!("heal: not settled: {e}; another pass"));
+                unsettled = e;
+            }
             self.account_exits(&mut watching, &mut exits, &mut remedy);
             let pending: Vec<usize> = (0..n)
                 .filter(|i| !remedy.contains(i))
@@ -998,7 +1003,7 @@ impl FaultCluster {
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "heal: {} not running healthy after {:?}{}",
+                    "heal: {} not running healthy after {:?} (last pass: {unsettled}){}",
                     names(&pending),
                     patience() * 3,
                     self.log_tails(&pending)
@@ -1053,28 +1058,29 @@ impl FaultCluster {
         }
     }
 
-    /// Waits until every running member is healthy, one of them exits, or
-    /// `timeout` passes.
-    fn settle(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+    /// Waits until every running member is healthy or one of them exits. `Err`
+    /// when `timeout` passes first, naming the members that are not healthy and
+    /// why: the heal records it and tries another pass (a member that waits for
+    /// a remedied peer is not healthy before it), and its own deadline fails
+    /// with the last such answer.
+    fn settle(&self, timeout: Duration) -> Result<(), String> {
         let running: Vec<usize> = (0..self.len())
             .filter(|&i| self.cluster[i].is_running())
             .collect();
-        loop {
+        eventually(timeout, || {
             if running.iter().any(|&i| !self.cluster[i].is_running()) {
-                return;
+                return Ok(());
             }
-            if running
+            let sick: Vec<String> = running
                 .iter()
-                .all(|&i| health(self.cluster[i].client_url(), Duration::from_secs(2)).is_ok())
-            {
-                return;
-            }
-            if Instant::now() >= deadline {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                .filter_map(|&i| {
+                    health(self.cluster[i].client_url(), Duration::from_secs(2))
+                        .err()
+                        .map(|e| format!("{}: {e}", self.name(i)))
+                })
+                .collect();
+            ensure(sick.is_empty(), sick.join("; "))
+        })
     }
 
     /// The documented remedy for each of `members`: kill, empty the directory,

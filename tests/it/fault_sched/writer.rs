@@ -17,7 +17,7 @@ use std::time::Duration;
 /// How long one put may take before it counts as indeterminate.
 pub const PUT_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Writer tasks running at once.
-const WRITERS: usize = 4;
+pub const WRITERS: usize = 4;
 /// Pause between one writer's puts: up to about 150 puts/s in all when etcd keeps up,
 /// enough to have writes in flight at every fault without flooding 2 cores.
 const WRITE_GAP: Duration = Duration::from_millis(20);
@@ -55,6 +55,15 @@ impl Writer {
             log,
             thread: Some(thread),
         }
+    }
+
+    /// How many writes etcd has acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .acked
+            .len()
     }
 
     /// Stops the writers, waits for puts in flight (each bounded by
