@@ -1129,7 +1129,9 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(600);
         let result = probe(&conn, deadline).await;
         task.abort();
-        assert!(Instant::now() <= deadline + Duration::from_millis(200));
+        // Bounded by the deadline (the slack absorbs a loaded machine's
+        // scheduling, not a missing bound: without one the hole never answers).
+        assert!(Instant::now() <= deadline + Duration::from_secs(3));
         match result {
             Err(EtcdProbeError::NoEndpointAnswered { attempts }) => {
                 let names: Vec<_> = attempts.iter().map(|(e, _)| e.clone()).collect();
