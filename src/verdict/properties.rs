@@ -34,19 +34,7 @@ fn urls() -> impl Strategy<Value = Vec<String>> {
 }
 
 fn upgrade() -> BoxedStrategy<Option<UpgradeCheck>> {
-    opt(any::<bool>().prop_map(|blocks| UpgradeCheck {
-        from: None,
-        target: "3.7".into(),
-        dir_line: Some("3.5".into()),
-        blocked: blocks,
-        findings: vec![crate::disk::upgrade::Finding {
-            code: "v2-wal-raw",
-            blocks,
-            message: "raw v2 requests".into(),
-            rule: "apply.Apply",
-            remedy: "start it on 3.6 first".into(),
-        }],
-    }))
+    opt(any::<bool>().prop_map(super::tests::blocked_check))
 }
 
 fn recorded() -> impl Strategy<Value = Recorded> {

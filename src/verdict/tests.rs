@@ -434,7 +434,8 @@ fn an_operator_fault_never_bootstraps_by_accident() {
     }
 }
 
-fn blocked_check(blocks: bool) -> UpgradeCheck {
+/// An upgrade check with one finding, blocking or not.
+pub(super) fn blocked_check(blocks: bool) -> UpgradeCheck {
     UpgradeCheck {
         from: None,
         target: "3.7".into(),
