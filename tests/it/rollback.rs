@@ -320,19 +320,7 @@ fn a_wal_put_back_under_a_current_db(version: EtcdVersion, formed_by_restore: bo
     cluster.put("tenant/config", "precious");
     if formed_by_restore {
         settle(&cluster, "marker/before-restore");
-        let backup = scratch();
-        let first = backup.path().join("first.db");
-        cluster.snapshot_save(&first);
-        for m in cluster.members() {
-            m.stop();
-        }
-        restore_everyone(&cluster, &first, None);
-        for m in cluster.members() {
-            m.start();
-        }
-        for m in cluster.members() {
-            m.wait_healthy();
-        }
+        form_again_by_restore(&cluster);
     }
     settle(&cluster, "marker/formed");
     let backup = scratch();
@@ -430,6 +418,25 @@ fn restore_everyone(cluster: &Cluster, snapshot: &Path, bump: Option<u64>) {
     }
 }
 
+/// Forms `cluster` again by a snapshot restore of every member (each WAL then
+/// begins with the founding entries a restore writes), and waits until every
+/// member is healthy.
+fn form_again_by_restore(cluster: &Cluster) {
+    let backup = scratch();
+    let first = backup.path().join("first.db");
+    cluster.snapshot_save(&first);
+    for m in cluster.members() {
+        m.stop();
+    }
+    restore_everyone(cluster, &first, None);
+    for m in cluster.members() {
+        m.start();
+    }
+    for m in cluster.members() {
+        m.wait_healthy();
+    }
+}
+
 /// Issue 29 case 5: the documented disaster recovery under witnesses that saw
 /// more. `bump`: restore above the witnesses' revision instead of clearing them.
 fn a_whole_cluster_restored_under_its_own_ids(version: EtcdVersion, bump: bool) {
@@ -443,20 +450,9 @@ fn a_whole_cluster_restored_under_its_own_ids(version: EtcdVersion, bump: bool) 
     // one restored before): its IDs follow from the names, peer URLs and
     // token, so a restore with those gives the same IDs again. Made here by a
     // first restore of the operator-formed one.
-    let backup = scratch();
-    let first = backup.path().join("first.db");
-    cluster.snapshot_save(&first);
-    for m in cluster.members() {
-        m.stop();
-    }
-    restore_everyone(&cluster, &first, None);
-    for m in cluster.members() {
-        m.start();
-    }
-    for m in cluster.members() {
-        m.wait_healthy();
-    }
+    form_again_by_restore(&cluster);
     settle(&cluster, "marker/restored-once");
+    let backup = scratch();
     let snapshot = backup.path().join("snapshot.db");
     cluster.snapshot_save(&snapshot);
     // More happens after the backup: the witnesses see it.
