@@ -13,16 +13,22 @@
 //!   above their witnesses (row 5e, the runbook's deliberate path) while the
 //!   third, whose volume is intact, is down; when it comes back it starts on
 //!   row 5 into the restored history, a different history under the same IDs.
+//! * Issue 29 case 1 with the copy taken after the witness Lease's last
+//!   renewal (the real sidecar, a real kube-apiserver): the Lease is readable
+//!   but records less than the member acknowledged, and the member starts on
+//!   row 5.
 
 use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::kube_fake::{lease_path, FakeApi, Fault, NAMESPACE};
+use crate::kube_real::{annotation, leases, World, NS as REAL_NS, WITNESS};
 use crate::preflight_support::*;
 use crate::rollback::{
     acknowledged, env_with_witness, form_again_by_restore, raft_index, sidecar, Sidecar,
 };
-use crate::serve_support::block_on;
+use crate::serve_support::{block_on, Serve};
+use k8s_openapi::api::coordination::v1::Lease;
 
 /// The witness Lease `etcd-witness-<member>` as the sidecar writes it, holding
 /// the mark a real sidecar proved and wrote to its witness file (`mark`).
@@ -319,6 +325,146 @@ fn a_member_left_out_of_a_restore(version: EtcdVersion) {
         "{step}: a member of another history under the same IDs must not start into it\n{}",
         v.run
     );
+}
+
+/// The witness Lease of `name`, read by the admin, and its raft index.
+fn lease_index(w: &World, name: &str) -> (Option<Lease>, u64) {
+    let lease = block_on(leases(&w.admin, REAL_NS).get_opt(name)).expect("read the Lease");
+    let index = lease
+        .as_ref()
+        .and_then(|l| annotation(l, &format!("{WITNESS}raft-index")).parse().ok())
+        .unwrap_or(0);
+    (lease, index)
+}
+
+/// Issue 29 case 1, the copy taken after the witness Lease's last renewal:
+/// the real sidecar writes the Lease to a real kube-apiserver, every
+/// `--witness-interval`; the copy, the writes acknowledged without m2, and
+/// the stop of m0 and m1 (etcd first, then its sidecar, as a Pod's deletion
+/// stops a native sidecar after the main container) all fall between two
+/// renewals. The interval is 20 s here (10 s by default) so that the window
+/// holds the whole sequence on a loaded machine; the window exists at any
+/// interval.
+fn a_copy_taken_after_the_last_renewal(version: EtcdVersion) {
+    let mut cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("lag-{}", version.label()))
+        .start();
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/formed");
+    let token = value(&cluster.agent_env(1), "ETCD_INITIAL_CLUSTER_TOKEN")
+        .expect("token")
+        .to_owned();
+    let w = block_on(World::start());
+    let name = cluster[1].name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    let mut serve = Serve::beside(cluster[1].client_url())
+        .data_dir(cluster[1].data_dir())
+        .arg("--kube=true")
+        .arg(format!("--namespace={REAL_NS}"))
+        .arg(format!("--pod-name={name}"))
+        .arg("--pod-uid=9a1e0c44-m1-pod")
+        .arg(format!("--initial-cluster-token={token}"))
+        .arg(format!("--kubeconfig={}", w.kubeconfig()))
+        .arg("--witness-interval=20s")
+        .start();
+    cluster[2].stop();
+    // A renewal that records m1's position: the window starts now.
+    let settled = raft_index(&cluster[1]);
+    let renewed = assert_eventually!(
+        {
+            let (lease, index) = lease_index(&w, &lease_name);
+            ensure(index >= settled, format!("the Lease holds {lease:?}")).map(|()| index)
+        },
+        "the sidecar's Lease records raft index {settled}\n{}",
+        serve.log()
+    );
+
+    // A copy of m1's volume (a VolumeSnapshot), then 20 writes acknowledged by
+    // m0 and m1, then m0 and m1 stop (m1's Pod deleted: etcd, then its sidecar).
+    let backup = scratch();
+    let copy = backup.path().join("data");
+    cluster[1].stop();
+    copy_dir(cluster[1].data_dir(), &copy);
+    let copied = copy_end(&copy);
+    cluster[1].start();
+    cluster[1].wait_healthy();
+    let keys = acknowledged(&cluster[1], "acked/", 20);
+    cluster[0].stop();
+    cluster[1].stop();
+    serve.sigterm();
+    assert!(
+        serve.wait_exit(patience()).is_some(),
+        "the sidecar exits on SIGTERM\n{}",
+        serve.log()
+    );
+    let (lease, mark) = lease_index(&w, &lease_name);
+    assert!(
+        mark <= copied,
+        "precondition: the Lease's last renewal ({mark}) is before the copy (log end {copied}); the sequence outlasted one witness interval\n{lease:?}"
+    );
+    drop(serve);
+
+    // m1's volume is put back to the copy; m2 comes back.
+    std::fs::remove_dir_all(cluster[1].data_dir()).expect("remove m1's data");
+    copy_dir(&copy, cluster[1].data_dir());
+    cluster[2].start();
+    let mut env = cluster.agent_env(1);
+    for (k, v) in [
+        ("AGENT_KUBE", "true".to_owned()),
+        ("POD_NAMESPACE", REAL_NS.to_owned()),
+        ("POD_NAME", name.clone()),
+        ("KUBECONFIG", w.kubeconfig()),
+    ] {
+        env = with(&env, k, v);
+    }
+    let step = "m1 on a copy taken after the Lease's last renewal";
+    let v = preflight(&env);
+    if v.run.code == 0 {
+        cluster[1].start();
+        cluster[1].wait_healthy();
+        let readable = keys
+            .iter()
+            .filter(|k| cluster[1].try_get(k, false).ok().flatten().as_deref() == Some("acked"))
+            .count();
+        panic!(
+            "{step}: preflight said {} (row {}): the Lease records raft index {mark} (its renewal before the copy recorded {renewed}), the copy ends at {copied}, and the 20 writes m1 acknowledged after the copy are nowhere in the evidence; etcd then served {readable} of {} acknowledged writes\nreason: {}",
+            v.doc()["verdict"],
+            v.doc()["row"],
+            keys.len(),
+            v.doc()["reason"],
+        );
+    }
+    assert_ne!(
+        v.doc()["verdict"],
+        "start",
+        "{step}: a copy behind what the member acknowledged must not start on its own word\n{}",
+        v.run
+    );
+    let _ = &mut cluster;
+}
+
+/// Where the log of the data dir `dir` ends, as `inspect` reads it.
+pub(crate) fn copy_end(dir: &std::path::Path) -> u64 {
+    let out = agent()
+        .args(["inspect", "-o", "json", "--data-dir"])
+        .arg(dir)
+        .output()
+        .expect("run inspect");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "inspect's document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    doc.pointer("/last_index")
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("inspect names no WAL last index: {doc}"))
+}
+
+#[test]
+fn review_a_copy_taken_after_the_witness_leases_last_renewal_is_not_started_36() {
+    a_copy_taken_after_the_last_renewal(EtcdVersion::V3_6);
 }
 
 #[test]
