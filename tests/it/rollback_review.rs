@@ -14,9 +14,12 @@
 //!   third, whose volume is intact, is down; when it comes back it starts on
 //!   row 5 into the restored history, a different history under the same IDs.
 //! * Issue 29 case 1 with the copy taken after the witness Lease's last
-//!   renewal (the real sidecar, a real kube-apiserver): the Lease is readable
-//!   but records less than the member acknowledged, and the member starts on
-//!   row 5.
+//!   periodic renewal (the real sidecar, a real kube-apiserver): the Lease
+//!   recorded less than the member then acknowledged, and the member started
+//!   on row 5. Fixed: the sidecar renews early when the proven position moves
+//!   and, at shutdown once etcd has exited, records the position its WAL
+//!   holds; the test now asserts that the Lease holds the acknowledged writes
+//!   after the sidecar's exit, and that preflight does not start the copy.
 
 use serde_json::{json, Value};
 
@@ -342,9 +345,11 @@ fn lease_index(w: &World, name: &str) -> (Option<Lease>, u64) {
 /// `--witness-interval`; the copy, the writes acknowledged without m2, and
 /// the stop of m0 and m1 (etcd first, then its sidecar, as a Pod's deletion
 /// stops a native sidecar after the main container) all fall between two
-/// renewals. The interval is 20 s here (10 s by default) so that the window
-/// holds the whole sequence on a loaded machine; the window exists at any
-/// interval.
+/// periodic renewals (20 s apart here, 10 s by default, so that the window
+/// holds the whole sequence on a loaded machine). What records the writes is
+/// the early renewal and the last one at shutdown: the Lease, after the
+/// sidecar's exit, holds the raft index m1 reached with them, and the sidecar
+/// logged the last renewal.
 fn a_copy_taken_after_the_last_renewal(version: EtcdVersion) {
     let mut cluster = Cluster::builder(version)
         .members(3)
@@ -390,6 +395,7 @@ fn a_copy_taken_after_the_last_renewal(version: EtcdVersion) {
     cluster[1].start();
     cluster[1].wait_healthy();
     let keys = acknowledged(&cluster[1], "acked/", 20);
+    let acked_at = raft_index(&cluster[1]);
     cluster[0].stop();
     cluster[1].stop();
     serve.sigterm();
@@ -400,8 +406,20 @@ fn a_copy_taken_after_the_last_renewal(version: EtcdVersion) {
     );
     let (lease, mark) = lease_index(&w, &lease_name);
     assert!(
-        mark <= copied,
-        "precondition: the Lease's last renewal ({mark}) is before the copy (log end {copied}); the sequence outlasted one witness interval\n{lease:?}"
+        acked_at > copied,
+        "precondition: the writes after the copy moved m1's raft index ({acked_at}) past the copy's log end ({copied})"
+    );
+    assert!(
+        mark >= acked_at,
+        "after the sidecar's exit the Lease records raft index {mark}, behind {acked_at}, which m1 reached with the 20 writes it acknowledged after the copy (log end {copied})\n{lease:?}\n{}",
+        serve.log()
+    );
+    assert!(
+        serve.log().contains(
+            "shutting down: recorded the position the member's disk holds in the witness Lease"
+        ),
+        "the sidecar logs its last renewal at shutdown\n{}",
+        serve.log()
     );
     drop(serve);
 
@@ -463,7 +481,7 @@ pub(crate) fn copy_end(dir: &std::path::Path) -> u64 {
 }
 
 #[test]
-fn review_a_copy_taken_after_the_witness_leases_last_renewal_is_not_started_36() {
+fn a_copy_taken_after_the_witness_leases_last_renewal_is_not_started_36() {
     a_copy_taken_after_the_last_renewal(EtcdVersion::V3_6);
 }
 
