@@ -175,6 +175,46 @@ impl DurableTracker {
         }
     }
 
+    /// etcd has exited (its WAL is no longer locked) and its WAL's last
+    /// segment ends at `end`: what etcd wrote there was fsynced before it was
+    /// acknowledged, and nothing will be added, so the committed part of that
+    /// log — up to the last HardState's commit, never past the last entry —
+    /// is proven, whether or not a poll ever saw the commit index move past
+    /// it. Uncommitted entries past the commit are not: a new leader may
+    /// replace them with a shorter log. The term recorded is the last entry's
+    /// (a leader that truncates this log writes in a higher term, so the log
+    /// on this disk never ends in a lower one); the revision is the newest
+    /// reported at or below the index (a lower bound: the WAL does not carry
+    /// it). A WAL of other IDs, or without a HardState, changes nothing.
+    /// Returns the newest proven position of the member of these IDs.
+    pub fn at_rest(
+        &mut self,
+        member_id: MemberId,
+        cluster_id: ClusterId,
+        end: &crate::disk::wal::SegmentEnd,
+    ) -> Option<Position> {
+        let ids = (member_id, cluster_id);
+        if let (Some(commit), true) = (end.commit, end.ids == Some(ids)) {
+            let index = commit.min(end.last_index);
+            let revision = [self.pending, self.proven]
+                .into_iter()
+                .flatten()
+                .filter(|(m, c, p)| (*m, *c) == ids && p.raft_index <= index)
+                .filter_map(|(_, _, p)| p.revision)
+                .max();
+            let at_rest = Position {
+                raft_index: index,
+                raft_term: end.last_term,
+                revision,
+            };
+            match self.proven {
+                Some((m, c, p)) if (m, c) == ids && p.raft_index >= index => {}
+                _ => self.proven = Some((member_id, cluster_id, at_rest)),
+            }
+        }
+        self.proven(member_id, cluster_id)
+    }
+
     /// Takes one report of the member; returns the newest proven position.
     pub fn observe(
         &mut self,
@@ -385,6 +425,41 @@ mod tests {
         t.on_disk(51);
         assert_eq!(t.proven(MemberId::new(9), c), Some(pos(51)));
         assert_eq!(t.to_check_on_disk(), None);
+    }
+
+    #[test]
+    fn at_rest_the_committed_part_of_the_wal_is_proven() {
+        use crate::disk::wal::SegmentEnd;
+        let (m, c) = (MemberId::new(1), ClusterId::new(2));
+        let end = |ids, last_index, commit| SegmentEnd {
+            ids,
+            last_index,
+            last_term: 3,
+            commit,
+        };
+        let mut t = DurableTracker::default();
+        t.observe(m, c, pos(10));
+        t.observe(m, c, pos(12));
+        assert_eq!(t.proven(m, c), Some(pos(10)));
+        // Other IDs, or no HardState: nothing moves.
+        assert_eq!(
+            t.at_rest(m, c, &end(Some((MemberId::new(9), c)), 40, Some(40))),
+            Some(pos(10))
+        );
+        assert_eq!(t.at_rest(m, c, &end(Some((m, c)), 40, None)), Some(pos(10)));
+        // Up to the commit, never past the last entry; the newest revision
+        // reported at or below it.
+        let p = t.at_rest(m, c, &end(Some((m, c)), 40, Some(35))).unwrap();
+        assert_eq!((p.raft_index, p.raft_term, p.revision), (35, 3, Some(12)));
+        let p = t.at_rest(m, c, &end(Some((m, c)), 38, Some(45))).unwrap();
+        assert_eq!(p.raft_index, 38);
+        // Never lowered.
+        assert_eq!(
+            t.at_rest(m, c, &end(Some((m, c)), 20, Some(20)))
+                .unwrap()
+                .raft_index,
+            38
+        );
     }
 
     #[test]

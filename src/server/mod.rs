@@ -175,6 +175,11 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    // The position found on disk at shutdown, from the poller to the witness
+    // Lease's last renewal.
+    let (final_tx, final_rx) = tokio::sync::oneshot::channel();
+    let final_tx = config.kube.is_some().then_some(final_tx);
+
     // Boot reads, then the poller.
     {
         let boot_conf = config.clone();
@@ -201,6 +206,7 @@ pub async fn run(
                 )
                 .wal_dir,
                 incarnation: boot_conf.incarnation.clone(),
+                final_mark: final_tx,
                 local,
                 boot,
                 interval: boot_conf.poll_interval,
@@ -243,6 +249,7 @@ pub async fn run(
             identity.clone(),
             metrics.clone(),
             shutdown.clone(),
+            final_rx,
         ));
     }
 

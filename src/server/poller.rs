@@ -28,6 +28,11 @@ use super::proto::member_agent_server::MemberAgentServer;
 /// A look for the witness file, running in the blocking pool.
 type Stat = tokio::task::JoinHandle<std::io::Result<std::fs::Metadata>>;
 
+/// The bound on reading the WAL at shutdown ([`Poller::at_rest`]): its last
+/// segment (at most 64 MB) and a lock probe, in the blocking pool. Within
+/// [`super::lease::FINAL_BOUND`], which leaves the Lease write the rest.
+pub const AT_REST_READ_BOUND: Duration = Duration::from_secs(2);
+
 /// What the operator task last learnt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OperatorState {
@@ -71,6 +76,9 @@ pub struct Poller {
     /// which holds the start to what preflight checked), and where it was seen
     /// below it (latched, as the witness file's).
     pub lease: Option<(super::lease::BootWitness, Option<u64>)>,
+    /// Where the position found on disk at shutdown goes, for the witness
+    /// Lease's last renewal (with `--kube`).
+    pub final_mark: Option<tokio::sync::oneshot::Sender<Option<super::lease::FinalMark>>>,
     /// The local member.
     pub local: LocalClient,
     /// Boot-time expectations.
@@ -96,6 +104,22 @@ pub struct Poller {
     pub health: HealthReporter,
     /// Metrics.
     pub metrics: Metrics,
+}
+
+/// The WAL's last segment once etcd has exited; `Ok(None)` while a process
+/// holds a lock on one of its segments (etcd still runs: what it wrote last
+/// may not be fsynced yet).
+fn read_at_rest(
+    wal_dir: &std::path::Path,
+) -> Result<Option<crate::disk::wal::SegmentEnd>, crate::disk::wal::WalError> {
+    let segments: Vec<std::path::PathBuf> = crate::disk::wal::list_segments(wal_dir)?
+        .into_iter()
+        .map(|s| s.path)
+        .collect();
+    if !crate::disk::lock::held_locks(&segments, crate::disk::lock::Probe::Ofd).is_empty() {
+        return Ok(None);
+    }
+    crate::disk::wal::last_segment(wal_dir).map(Some)
 }
 
 /// The identity before the first poll (sequence 0: not yet observed).
@@ -147,6 +171,10 @@ impl Poller {
         });
         let mut last_ready: Option<bool> = None;
         let mut stat: Option<Stat> = None;
+        // The member as last polled, when it was consistent then (with the
+        // incarnation the witnesses record), `None` when it was not: what the
+        // witnesses' last renewal at shutdown is about.
+        let mut consistent: Option<(LocalMember, crate::evidence::mark::Incarnation)> = None;
         loop {
             let polled = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -226,6 +254,12 @@ impl Poller {
             };
             let identity = self.publish(&last, &answer, polled, wal_end);
             let ready = identity.facts.consistent;
+            if polled && answer.is_ok() {
+                consistent = last
+                    .clone()
+                    .filter(|_| ready)
+                    .map(|m| (m, identity.facts.witness.incarnation.clone()));
+            }
             self.metrics.observe(&identity, ready);
             if last_ready != Some(ready) {
                 if ready {
@@ -249,13 +283,90 @@ impl Poller {
             }
         }
         // Not ready while shutting down: new requests go elsewhere.
+        self.metrics.ready.set(0);
         self.health
             .set_not_serving::<MemberAgentServer<super::grpc::AgentService>>()
             .await;
         self.health
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        self.metrics.ready.set(0);
+        self.at_rest(consistent).await;
+    }
+
+    /// At shutdown: once etcd has exited (its WAL no longer locked), the
+    /// position its WAL holds is on disk for good (`DurableTracker::at_rest`);
+    /// the witness file is raised to it and it is handed to the witness
+    /// Lease's last renewal. While etcd still runs (the sidecar stopped
+    /// first), the newest position proven by the polls is recorded instead.
+    /// Only for a member that was consistent when last polled; the read is
+    /// bounded by [`AT_REST_READ_BOUND`]. Not reached when the sidecar is
+    /// killed (kill -9, the node lost): then the witnesses keep the last
+    /// renewal, at most a poll behind (see `server::lease`).
+    async fn at_rest(
+        &mut self,
+        consistent: Option<(LocalMember, crate::evidence::mark::Incarnation)>,
+    ) {
+        let mark = match consistent {
+            None => {
+                tracing::info!("shutting down: the member was not consistent when last polled; the witnesses keep their last mark");
+                None
+            }
+            Some((m, incarnation)) => {
+                let wal_dir = self.wal_dir.clone();
+                let read = tokio::time::timeout(
+                    AT_REST_READ_BOUND,
+                    tokio::task::spawn_blocking(move || read_at_rest(&wal_dir)),
+                )
+                .await;
+                let ids = (m.member_id, m.cluster_id);
+                let (position, from) = match read {
+                    Ok(Ok(Ok(Some(end)))) => (
+                        self.durable.at_rest(ids.0, ids.1, &end),
+                        if end.ids == Some(ids) && end.commit.is_some() {
+                            "its WAL, etcd having exited"
+                        } else {
+                            "the polls (the WAL is of other IDs or holds no HardState)"
+                        },
+                    ),
+                    Ok(Ok(Ok(None))) => (
+                        self.durable.proven(ids.0, ids.1),
+                        "the polls (etcd still holds its WAL)",
+                    ),
+                    Ok(Ok(Err(e))) => {
+                        tracing::warn!(error = %e, "shutting down: the WAL's last segment could not be read");
+                        (
+                            self.durable.proven(ids.0, ids.1),
+                            "the polls (the WAL could not be read)",
+                        )
+                    }
+                    _ => {
+                        tracing::warn!(bound = ?AT_REST_READ_BOUND, "shutting down: reading the WAL's last segment did not finish within the bound");
+                        (
+                            self.durable.proven(ids.0, ids.1),
+                            "the polls (the WAL was not read in time)",
+                        )
+                    }
+                };
+                if let Some(p) = position {
+                    self.witness.observe(&m, p, &incarnation);
+                    tracing::info!(
+                        member_id = %m.member_id,
+                        raft_index = p.raft_index,
+                        raft_term = p.raft_term,
+                        from,
+                        "shutting down: the newest position proven on the member's disk, for the witnesses' last renewal"
+                    );
+                }
+                position.map(|position| super::lease::FinalMark {
+                    member_id: m.member_id,
+                    cluster_id: m.cluster_id,
+                    position,
+                })
+            }
+        };
+        if let Some(tx) = self.final_mark.take() {
+            let _ = tx.send(mark);
+        }
     }
 
     /// Looks for the witness file where its mark was written: a file someone

@@ -39,7 +39,7 @@ use kube::api::{
 use kube::Client;
 use serde_json::{json, Value};
 
-const NS: &str = "tenant-a";
+pub(crate) const NS: &str = "tenant-a";
 const OTHER_NS: &str = "tenant-b";
 const CLUSTER: &str = "etcd";
 const MEMBER: &str = "etcd-x7k2p";
@@ -52,9 +52,9 @@ const GROUP: &str = "etcd-operator.cozystack.io";
 
 /// A real API server with namespace [`NS`], `deploy/base` applied in it, and a
 /// kubeconfig carrying a real token of the agent's ServiceAccount.
-struct World {
+pub(crate) struct World {
     api: KubeApiServer,
-    admin: Client,
+    pub(crate) admin: Client,
     /// The agent's kubeconfig (TLS, the ServiceAccount's token).
     agent_kubeconfig: PathBuf,
     /// The same token, for the test's own calls as the agent.
@@ -62,7 +62,7 @@ struct World {
 }
 
 impl World {
-    async fn start() -> World {
+    pub(crate) async fn start() -> World {
         World::start_bound_to(None).await
     }
 
@@ -121,7 +121,7 @@ impl World {
         }
     }
 
-    fn kubeconfig(&self) -> String {
+    pub(crate) fn kubeconfig(&self) -> String {
         self.agent_kubeconfig.display().to_string()
     }
 }
@@ -1260,7 +1260,7 @@ async fn the_example_overlays_resource_names_deny_another_members_record_and_unl
 // The witness Lease (docs/decision-table.md, docs/commands.md § serve): serve writes it, preflight and restore
 // read it.
 
-fn leases(client: &Client, ns: &str) -> Api<k8s_openapi::api::coordination::v1::Lease> {
+pub(crate) fn leases(client: &Client, ns: &str) -> Api<k8s_openapi::api::coordination::v1::Lease> {
     Api::namespaced(client.clone(), ns)
 }
 
@@ -1288,7 +1288,10 @@ async fn wait_lease(
     }
 }
 
-fn annotation<'a>(lease: &'a k8s_openapi::api::coordination::v1::Lease, key: &str) -> &'a str {
+pub(crate) fn annotation<'a>(
+    lease: &'a k8s_openapi::api::coordination::v1::Lease,
+    key: &str,
+) -> &'a str {
     lease
         .metadata
         .annotations
@@ -1298,7 +1301,7 @@ fn annotation<'a>(lease: &'a k8s_openapi::api::coordination::v1::Lease, key: &st
         .unwrap_or_default()
 }
 
-const WITNESS: &str = "etcd-member-agent.cozystack.io/";
+pub(crate) const WITNESS: &str = "etcd-member-agent.cozystack.io/";
 
 /// The seed of [`CLUSTER`] alone on real etcd 3.6, with `keys` keys written,
 /// and its member and cluster IDs as 16 hex digits.

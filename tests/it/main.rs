@@ -46,6 +46,7 @@ mod preflight_soundness;
 mod restore;
 mod restore_s3;
 mod rollback;
+mod rollback_review;
 mod serve;
 mod serve_api;
 mod serve_limits;

@@ -25,14 +25,14 @@ use crate::serve_support::Serve;
 
 /// The sidecar of one member, keeping its witness file on a directory of its
 /// own, and reading the verdict file of this "Pod start".
-struct Sidecar {
-    serve: Serve,
-    file: PathBuf,
+pub(crate) struct Sidecar {
+    pub(crate) serve: Serve,
+    pub(crate) file: PathBuf,
 }
 
 /// Starts `serve` beside `member`: its witness file in `pod` (kept across
 /// sidecars of the same member, as a volume other than the data's would be).
-fn sidecar(member: &Member, pod: &Path) -> Sidecar {
+pub(crate) fn sidecar(member: &Member, pod: &Path) -> Sidecar {
     let file = pod.join("witness.json");
     let serve = Serve::beside(member.client_url())
         .data_dir(member.data_dir())
@@ -49,7 +49,7 @@ fn read_json(path: &Path) -> Result<Value, String> {
 
 impl Sidecar {
     /// Waits until the witness file records at least `index`, proven on disk.
-    fn wait_mark(&self, index: u64) -> Value {
+    pub(crate) fn wait_mark(&self, index: u64) -> Value {
         assert_eventually!(
             read_json(&self.file).and_then(|doc| {
                 ensure(
@@ -65,14 +65,14 @@ impl Sidecar {
 }
 
 /// The member's raft index as it reports it.
-fn raft_index(member: &Member) -> u64 {
+pub(crate) fn raft_index(member: &Member) -> u64 {
     member.endpoint_status()["raftIndex"]
         .as_u64()
         .unwrap_or_else(|| panic!("{} reports no raftIndex", member.name()))
 }
 
 /// `n` writes through `member`, each acknowledged.
-fn acknowledged(member: &Member, prefix: &str, n: usize) -> Vec<String> {
+pub(crate) fn acknowledged(member: &Member, prefix: &str, n: usize) -> Vec<String> {
     (0..n)
         .map(|i| {
             let key = format!("{prefix}{i}");
@@ -83,7 +83,7 @@ fn acknowledged(member: &Member, prefix: &str, n: usize) -> Vec<String> {
 }
 
 /// preflight's env for member `i`, with its witness file.
-fn env_with_witness(cluster: &Cluster, i: usize, file: &Path) -> Env {
+pub(crate) fn env_with_witness(cluster: &Cluster, i: usize, file: &Path) -> Env {
     with(
         &cluster.agent_env(i),
         "AGENT_WITNESS_FILE",
@@ -93,7 +93,7 @@ fn env_with_witness(cluster: &Cluster, i: usize, file: &Path) -> Env {
 
 /// Every key is readable (linearizably) through `member`.
 #[track_caller]
-fn all_readable(step: &str, member: &Member, keys: &[String]) {
+pub(crate) fn all_readable(step: &str, member: &Member, keys: &[String]) {
     for key in keys {
         assert_eventually!(
             member
@@ -421,7 +421,7 @@ fn restore_everyone(cluster: &Cluster, snapshot: &Path, bump: Option<u64>) {
 /// Forms `cluster` again by a snapshot restore of every member (each WAL then
 /// begins with the founding entries a restore writes), and waits until every
 /// member is healthy.
-fn form_again_by_restore(cluster: &Cluster) {
+pub(crate) fn form_again_by_restore(cluster: &Cluster) {
     let backup = scratch();
     let first = backup.path().join("first.db");
     cluster.snapshot_save(&first);

@@ -380,6 +380,29 @@ pub fn wal_identity(wal_dir: &Path) -> Option<(MemberId, ClusterId)> {
 /// member has nothing more to commit (`evidence::mark::DurableTracker`): one
 /// segment (at most 64 MB, most of it preallocated zeros), read only then.
 pub fn last_segment_end(wal_dir: &Path) -> Result<(u64, u64), WalError> {
+    last_segment(wal_dir).map(|end| (end.last_index, end.last_term))
+}
+
+/// What the WAL's last segment says about the log's end, read from that
+/// segment alone ([`last_segment_end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentEnd {
+    /// The member and cluster IDs of its metadata record, if it was read.
+    pub ids: Option<(MemberId, ClusterId)>,
+    /// The last entry's index (as [`last_segment_end`]).
+    pub last_index: u64,
+    /// The last entry's term.
+    pub last_term: u64,
+    /// The commit index of its last HardState record, if it holds one (etcd
+    /// writes the HardState at the head of every segment it cuts, and with
+    /// every batch that changes it).
+    pub commit: Option<u64>,
+}
+
+/// The last segment's end, IDs and last HardState's commit: what the sidecar
+/// records at shutdown, once etcd has exited
+/// (`evidence::mark::DurableTracker::at_rest`).
+pub fn last_segment(wal_dir: &Path) -> Result<SegmentEnd, WalError> {
     let segments = list_segments(wal_dir)?;
     let Some(last) = segments.last() else {
         return Err(WalError::NoSegments {
@@ -397,7 +420,12 @@ pub fn last_segment_end(wal_dir: &Path) -> Result<(u64, u64), WalError> {
     let before = last.first_index.saturating_sub(1);
     let snap = st.snapshots.iter().map(|s| s.index).max().unwrap_or(0);
     let index = st.last_index.max(before).max(snap);
-    Ok((index, st.last_term))
+    Ok(SegmentEnd {
+        ids: st.ids,
+        last_index: index,
+        last_term: st.last_term,
+        commit: st.hard_state_seen.then_some(st.hard_state.commit),
+    })
 }
 
 /// Reads every segment of `wal_dir` in order, verifying the CRC chain. See the

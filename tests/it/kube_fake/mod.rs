@@ -57,6 +57,11 @@ pub const TOKEN: &str = "fake-service-account-token";
 /// The service account named in `Forbidden` messages.
 pub const SERVICE_ACCOUNT: &str = "etcd-member-agent";
 
+/// The URL path of a `coordination.k8s.io/v1` `Lease` (the witness).
+pub fn lease_path(namespace: &str, name: &str) -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+}
+
 /// The URL path of an `EtcdMember`.
 pub fn member_path(namespace: &str, name: &str) -> String {
     format!("/apis/{GROUP}/{VERSION}/namespaces/{namespace}/etcdmembers/{name}")
@@ -340,6 +345,7 @@ fn path_of(obj: &Value) -> String {
         "Pod" => pod_path(ns, name),
         "ConfigMap" => config_map_path(ns, name),
         "Secret" => secret_path(ns, name),
+        "Lease" => lease_path(ns, name),
         other => panic!("fake API: cannot serve kind {other:?}"),
     }
 }
