@@ -323,6 +323,13 @@ pub struct PreflightArgs {
     /// Where to write the short JSON termination message [default: /dev/termination-log when writable].
     #[arg(long, env = "TERMINATION_LOG")]
     pub termination_log: Option<PathBuf>,
+    /// While the WAL is verified, ask the kernel to read ahead the backend and
+    /// the newest `.snap`, which etcd reads next on its start: a member back on
+    /// a cold page cache is healthy sooner (docs/performance.md). Advice only;
+    /// the verdict is the same either way.
+    #[arg(long, env = "AGENT_READ_AHEAD", action = clap::ArgAction::Set,
+          num_args = 0..=1, default_value_t = true, default_missing_value = "true")]
+    pub read_ahead: bool,
 }
 
 /// `wipe` and `verify-wipe` (docs/commands.md § wipe).

@@ -20,3 +20,4 @@ pub mod snap;
 pub mod upgrade;
 pub mod v2req;
 pub mod wal;
+pub mod warm;

@@ -16,12 +16,13 @@ use serde_json::json;
 use crate::cli::PreflightArgs;
 use crate::disk::layout::{DirKind, Inspection};
 use crate::disk::upgrade::UpgradeCheck;
+use crate::disk::warm;
 use crate::error::Error;
 use crate::evidence::mark::{self, WitnessTerms};
 use crate::evidence::{self, Source};
 use crate::exit::Exit;
 use crate::output::{self, fitted_message, write_termination_message};
-use crate::verdict::{self, Answer, Decision};
+use crate::verdict::{self, Answer, Decision, Verdict};
 
 mod config;
 mod gather;
@@ -59,6 +60,12 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
+    let started = Instant::now();
+    // Started before the directory is read, so that the backend comes in while
+    // the WAL is verified; it decides nothing (crate::disk::warm).
+    let reading_ahead = args
+        .read_ahead
+        .then(|| warm::start(warm::targets(&cfg.paths)));
     let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
@@ -87,6 +94,19 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
         cfg.report_event(report.verdict.name(), &report.reason);
     }
     output::emit(args.output.format, &summary(&report), &report)?;
+    if let Some(r) = reading_ahead {
+        // After the verdict is out: etcd reads these files only when it starts.
+        let starts = matches!(report.verdict, Verdict::Start);
+        match r.finish(starts, started + cfg.timeout) {
+            Some(w) => tracing::info!(
+                files = w.files,
+                bytes = w.bytes,
+                stopped = w.stopped,
+                "read ahead for etcd"
+            ),
+            None => tracing::info!("read-ahead cut short by the deadline"),
+        }
+    }
     Ok(exit)
 }
 
