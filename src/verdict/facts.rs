@@ -84,6 +84,10 @@ pub struct Recorded {
     pub restored: bool,
     /// The upgrade check for the etcd version about to start, when it is known.
     pub upgrade: Option<UpgradeCheck>,
+    /// The directory records that its own member published itself (its
+    /// backend's `members` bucket gives it a name and client URLs): the
+    /// member started in the history this directory holds (row 6h).
+    pub published: bool,
 }
 
 /// The IDs etcd derives for a bootstrap member from its flags.
@@ -357,6 +361,9 @@ pub struct Inputs {
     pub witness: Answer<Option<WitnessFacts>>,
     /// The witness file (`--witness-file`), when there is one.
     pub witness_file: Option<WitnessFacts>,
+    /// The witness file is configured but could not be read or parsed: why
+    /// (a witness that did not answer, like a Lease that did not, row 6i).
+    pub witness_file_unread: Option<String>,
     /// `ETCD_MEMBER_ID` when non-empty.
     pub hint_member_id: Option<MemberId>,
     /// `ETCD_CLUSTER_ID` when non-empty.
@@ -395,6 +402,22 @@ impl Inputs {
             .and_then(Option::as_ref)
             .into_iter()
             .chain(self.witness_file.as_ref())
+    }
+
+    /// The witnesses that are configured but did not answer: the Lease
+    /// (`--kube` on, and its read failed: 403, 5xx, timeout, unreachable) and
+    /// the witness file (configured, present, but unreadable or malformed),
+    /// each with what failed (row 6i).
+    pub(super) fn unread_witnesses(&self) -> Vec<String> {
+        let lease = match &self.witness {
+            Answer::NoAnswer(why) => Some(format!("the witness Lease: {why}")),
+            _ => None,
+        };
+        let file = self
+            .witness_file_unread
+            .as_ref()
+            .map(|why| format!("the witness file: {why}"));
+        lease.into_iter().chain(file).collect()
     }
 
     /// Whose `w` is. Without a fact both know, a bootstrap member's flags still
@@ -481,6 +504,11 @@ impl DirFacts {
                 // its cluster's log, and rows 5d, 6e, 6f judge it as any other.
                 restored: m.restored && log_end_term(m) <= 1,
                 upgrade,
+                published: m.backend().is_some_and(|b| {
+                    b.members.iter().any(|x| {
+                        x.id == m.log.member_id && !x.name.is_empty() && !x.client_urls.is_empty()
+                    })
+                }),
             })),
             DirState::Partial(f) => Dir::Partial(problem(f)),
             DirState::Corrupt(f) => Dir::Corrupt(problem(f)),

@@ -84,6 +84,10 @@ pub(super) const IDENTITY: &[Rule] = &[
         decide: fork,
     },
     Rule {
+        rows: &[Row::OtherHistory],
+        decide: other_history,
+    },
+    Rule {
         rows: &[Row::ForeignIncarnation],
         decide: foreign_incarnation,
     },
@@ -123,6 +127,10 @@ pub(super) const POSITION: Stage = Stage {
         Rule {
             rows: &[Row::AppliedPastLog],
             decide: position::applied_past_log,
+        },
+        Rule {
+            rows: &[Row::WitnessUnread],
+            decide: position::witness_unread,
         },
         Rule {
             rows: &[Row::Version],
@@ -684,6 +692,36 @@ fn fork(c: &Ctx) -> Option<Decision> {
             c.rec.member_id, c.rec.cluster_id
         ),
         REMEDY_FORK,
+    ))
+}
+
+/// Row 6h: the leader's word on the directory's cluster (the leader and half
+/// of the voters heard) lists its member as never started, while the
+/// directory records that its member published itself. Nothing unstarts a
+/// member within one history: the list answering is another history of the
+/// same IDs (a restore this member was left out of), and starting would
+/// fork it (the same raft indexes holding different entries).
+fn other_history(c: &Ctx) -> Option<Decision> {
+    let rec = c.rec;
+    if !rec.published || rec.restored {
+        return None;
+    }
+    let l = c.live.filter(|l| l.authoritative_for(rec.cluster_id))?;
+    let m = l.member(rec.member_id).filter(|m| !m.started)?;
+    Some(decision(
+        Row::OtherHistory,
+        format!(
+            "the data directory holds member {} of cluster {} and records that this member published itself (its name and client URLs), but the leader's member list of that cluster (a majority heard) has member {} as never started{}: the cluster answering is another history under the same IDs (a restore this member was left out of, or a cluster re-formed with the same IDs), and this directory holds the history before it. Started, etcd would join that history with a log of the other one and fork it",
+            rec.member_id,
+            rec.cluster_id,
+            m.id,
+            if m.peer_urls.is_empty() {
+                String::new()
+            } else {
+                format!(" (peer URLs {})", m.peer_urls.join(","))
+            }
+        ),
+        &remedy_other_history(rec.member_id, c.i.me.name.as_deref(), &c.i.me.peer_urls),
     ))
 }
 

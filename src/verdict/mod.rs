@@ -182,6 +182,18 @@ pub enum Row {
     /// still runs (a lone member restored under a running cluster).
     #[serde(rename = "6g")]
     RestoredBehind,
+    /// 6h: the leader's list of the directory's cluster has its member as
+    /// never started, while the directory records that it published itself:
+    /// the cluster answering is another history of the same IDs (a restore
+    /// this member was left out of).
+    #[serde(rename = "6h")]
+    OtherHistory,
+    /// 6i: a witness is configured but did not answer (the Lease's read
+    /// failed, the witness file is unreadable), and the leader and a quorum
+    /// of the other voters do not answer at or past the leader's commit: how
+    /// far this member got is unknown.
+    #[serde(rename = "6i")]
+    WitnessUnread,
     /// 7: empty, and this member started before.
     #[serde(rename = "7")]
     EmptyFormed,
@@ -227,7 +239,7 @@ pub enum Row {
 impl Row {
     /// Every row, in the order of the documented table: the order `decide`
     /// checks them in.
-    pub const ALL: [Row; 31] = [
+    pub const ALL: [Row; 33] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -237,6 +249,7 @@ impl Row {
         Row::Rebootstrapped,
         Row::Removed,
         Row::Fork,
+        Row::OtherHistory,
         Row::ForeignIncarnation,
         Row::ForeignFormation,
         Row::EmptyLogFormed,
@@ -244,6 +257,7 @@ impl Row {
         Row::RestoredBehind,
         Row::RolledBack,
         Row::AppliedPastLog,
+        Row::WitnessUnread,
         Row::Version,
         Row::StartRestoredAbove,
         Row::StartCatchingUp,
@@ -283,6 +297,8 @@ impl Row {
             Row::RolledBack => "6e",
             Row::AppliedPastLog => "6f",
             Row::RestoredBehind => "6g",
+            Row::OtherHistory => "6h",
+            Row::WitnessUnread => "6i",
             Row::EmptyFormed => "7",
             Row::EmptyLogFormed => "7a",
             Row::Rebootstrapped => "7b",
@@ -319,6 +335,7 @@ impl Row {
             | Row::ForeignIncarnation
             | Row::Removed
             | Row::Fork
+            | Row::OtherHistory
             | Row::ForeignFormation => &[Verdict::RefuseForeign],
             Row::EmptyFormed | Row::EmptyLogFormed | Row::Rebootstrapped | Row::JoinSelfOnly => {
                 &[Verdict::RefuseEmptyFormed]
@@ -327,6 +344,7 @@ impl Row {
             Row::Bootstrap => &[Verdict::Bootstrap],
             Row::AllowedWithoutEvidence => &[Verdict::Bootstrap, Verdict::Join],
             Row::JoinUntrusted
+            | Row::WitnessUnread
             | Row::BootstrapEarlierPod
             | Row::BootstrapWitnessUnread
             | Row::NotListed

@@ -337,6 +337,104 @@ pub(super) fn applied_past_log(c: &Ctx) -> Option<Decision> {
     ))
 }
 
+/// Whether the directory's cluster holds everything this member could have
+/// committed, whatever position an unread witness recorded: the leader and
+/// half of the voters heard, in a term not behind the directory's, and a
+/// quorum of the voters other than this member (distinct voter IDs) at or
+/// past the leader's commit index. No leader can then be elected without the
+/// entries the leader committed, even with this member's vote. `Err`: why not.
+fn cluster_holds_all(i: &Inputs, rec: &Recorded) -> Result<(), String> {
+    let l = match i.live.get() {
+        None => {
+            return Err(format!(
+                "no member of its cluster answered ({})",
+                i.live.describe()
+            ))
+        }
+        Some(l) => l,
+    };
+    if l.cluster_id != rec.cluster_id {
+        return Err(format!(
+            "the endpoints answer for cluster {}, not its cluster {}",
+            l.cluster_id, rec.cluster_id
+        ));
+    }
+    if !l.leader_heard {
+        return Err("its cluster answers without a leader".to_owned());
+    }
+    if !l.majority_heard {
+        return Err("fewer than half of its cluster's voting members answered".to_owned());
+    }
+    let Some(commit) = l.leader_raft_index else {
+        return Err("its cluster's leader did not report its commit index".to_owned());
+    };
+    if l.raft_term.is_none_or(|t| t < rec.term) {
+        return Err(format!(
+            "its cluster answers in raft term {}, behind the directory's {}",
+            l.raft_term.map_or("unknown".into(), |t| t.to_string()),
+            rec.term
+        ));
+    }
+    let voters: Vec<_> = l
+        .members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
+        .collect();
+    let mut holding: Vec<_> = l
+        .positions
+        .iter()
+        .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
+        .filter(|p| p.raft_index.is_some_and(|n| n >= commit))
+        .map(|p| p.member_id)
+        .collect();
+    holding.sort_unstable();
+    holding.dedup();
+    let quorum = voters.len() / 2 + 1;
+    if holding.len() < quorum {
+        return Err(format!(
+            "its cluster's leader answers with commit {commit}, but only {} voter(s) other than this member answered at or past it, fewer than the {quorum} a quorum of its {} voters needs",
+            holding.len(),
+            voters.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Row 6i: a witness is configured but did not answer, so how far this
+/// member's disk got is unknown; only a cluster that holds everything this
+/// member could have committed lets it start.
+pub(super) fn witness_unread(c: &Ctx) -> Option<Decision> {
+    let unread = c.i.unread_witnesses();
+    if unread.is_empty() {
+        return None;
+    }
+    let rec = c.rec;
+    let cluster_says = cluster_holds_all(c.i, rec).err()?;
+    let lease = matches!(c.i.witness, super::Answer::NoAnswer(_));
+    let file = c.i.witness_file_unread.is_some();
+    let what = match (lease, file) {
+        (true, true) => "the witness Lease and the witness file readable",
+        (true, false) => "the witness Lease readable",
+        _ => "the witness file readable",
+    };
+    Some(decision(
+        Row::WitnessUnread,
+        format!(
+            "the data directory holds member {} of cluster {} ({}), but a witness of this member did not answer ({}): it may record that this member's disk held more than this log, as when the volume was put back to an older copy of itself, and started alone it could vote in a leader without entries it helped commit; and {cluster_says}",
+            rec.member_id,
+            rec.cluster_id,
+            log_end(rec),
+            unread.join("; ")
+        ),
+        &format!(
+            "make {what} ({}) and let the kubelet retry preflight: the witness then says how far this member got; or bring up the leader and a quorum of the other members of cluster {} (their directories intact), so that they answer at or past the leader's commit index: this member then starts whatever the witness recorded. Do not wipe the directory",
+            unread.join("; "),
+            rec.cluster_id
+        ),
+    ))
+}
+
 /// Row 5c: the directory would start, but the etcd about to start would
 /// refuse or panic on it. The findings are the reason; their remedies the remedy.
 pub(super) fn version(c: &Ctx) -> Option<Decision> {

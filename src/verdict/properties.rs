@@ -55,7 +55,7 @@ fn recorded() -> impl Strategy<Value = Recorded> {
             opt(1u64..4),
             opt(0i64..90),
         ),
-        (any::<bool>(), upgrade()),
+        (any::<bool>(), upgrade(), any::<bool>()),
     )
         .prop_map(
             |(
@@ -63,7 +63,7 @@ fn recorded() -> impl Strategy<Value = Recorded> {
                 (empty_log, recorded_members, removed_ids, self_removed, added_with_peer_urls),
                 (formation, term),
                 (log_end_index, log_end_term, applied_index, applied_term, revision),
-                (restored, upgrade),
+                (restored, upgrade, published),
             )| Recorded {
                 member_id,
                 cluster_id,
@@ -86,6 +86,7 @@ fn recorded() -> impl Strategy<Value = Recorded> {
                 revision,
                 restored,
                 upgrade,
+                published,
             },
         )
 }
@@ -378,7 +379,7 @@ fn raw_inputs() -> impl Strategy<Value = Inputs> {
         live(),
         operator(),
         lease,
-        opt(witness()),
+        (opt(witness()), prop::bool::weighted(0.1)),
         (opt(member_id()), opt(cluster_id()), any::<bool>()),
     )
         .prop_map(
@@ -388,7 +389,7 @@ fn raw_inputs() -> impl Strategy<Value = Inputs> {
                 live,
                 operator,
                 witness,
-                witness_file,
+                (witness_file, file_unread),
                 (hint_member_id, hint_cluster_id, allow),
             )| {
                 Inputs {
@@ -397,6 +398,8 @@ fn raw_inputs() -> impl Strategy<Value = Inputs> {
                     live,
                     operator,
                     witness,
+                    witness_file_unread: (file_unread && witness_file.is_none())
+                        .then(|| "unreadable".to_owned()),
                     witness_file,
                     hint_member_id,
                     hint_cluster_id,

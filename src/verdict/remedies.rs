@@ -48,6 +48,23 @@ pub(super) fn remedy_restored(w: &Reached, revision: Option<i64>) -> String {
     )
 }
 
+/// Row 6h: a member left out of a restore (or of a re-formed cluster).
+pub(super) fn remedy_other_history(
+    member: crate::disk::ids::MemberId,
+    name: Option<&str>,
+    peer_urls: &[String],
+) -> String {
+    let name = name.unwrap_or("<name>");
+    let urls = if peer_urls.is_empty() {
+        "<peer-url>".to_owned()
+    } else {
+        peer_urls.join(",")
+    };
+    format!(
+        "do not start this member, and do not wipe this directory until you have chosen which history to keep: it holds the history before the restore, possibly with writes acknowledged after the backup the other members were restored from. To keep the restored history: copy this directory off if its data may matter, then remove the member and add it again (etcdctl member remove {member}; etcdctl member add {name} --peer-urls={urls}), empty the directory (etcd-member-agent wipe) and restart the Pod: it joins the restored history as a new member (row 8); with the operator, delete the EtcdMember so it is replaced. To keep this directory's history instead: stop the restored members and restore every member from this directory's data (a copy of member/snap/db, etcdutl snapshot restore <copy> --skip-hash-check --bump-revision N --mark-compacted)"
+    )
+}
+
 pub(super) fn remedy_symlink(link: &str) -> String {
     format!(
         "{link} is a symlink; the agent never follows symlinks inside the data dir. This is a configuration matter, not damage: keep the data, and pass the symlink's target as etcd's --wal-dir and the agent's --wal-dir (ETCD_WAL_DIR), or mount the volume at the path etcd expects"

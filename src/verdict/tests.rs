@@ -36,6 +36,7 @@ fn inputs(state: Dir) -> Inputs {
         operator: Answer::NotConfigured,
         witness: Answer::NotConfigured,
         witness_file: None,
+        witness_file_unread: None,
         hint_member_id: None,
         hint_cluster_id: None,
         allow_bootstrap_without_evidence: false,
@@ -1133,4 +1134,68 @@ fn one_answer_settles_the_live_wait_only_when_it_shows_this_member_started() {
     let mut i = inputs(Dir::Empty);
     i.live = Answer::Answered(answer(true, true));
     assert_eq!(decide(&i).row, Row::EmptyFormed);
+}
+
+#[test]
+fn regression_a_member_left_out_of_a_restore_is_not_started_into_the_restored_history() {
+    // The review's F3 on 3.6.16: members 2 and 3 were restored from a backup
+    // (their restored membership lists 1 unstarted); 1's intact directory
+    // records that it published itself, in the history before the restore.
+    let mut i = member_of_three();
+    rec(&mut i).published = true;
+    let restored = |leader: bool| {
+        altered(
+            live(
+                9,
+                &[
+                    (1, "", ME, false),
+                    (2, "m0", M0, true),
+                    (3, "m2", "http://m2:2380", true),
+                ],
+            ),
+            |l| {
+                l.raft_term = Some(3);
+                l.leader_heard = leader;
+            },
+        )
+    };
+    i.live = restored(true);
+    let d = decide(&i);
+    assert_eq!(
+        (d.verdict, d.row, d.verdict.exit().code()),
+        (Verdict::RefuseForeign, Row::OtherHistory, 11),
+        "{d:?}"
+    );
+    assert!(d.reason.contains("never started"), "{}", d.reason);
+    assert!(
+        d.remedy
+            .starts_with("do not start this member, and do not wipe")
+            && d.remedy.contains("etcdctl member remove 0000000000000001")
+            && d.remedy
+                .contains("etcdctl member add m1 --peer-urls=http://m1:2380")
+            && d.remedy.contains("wipe"),
+        "{}",
+        d.remedy
+    );
+    // Only the leader's word (with a majority) says the member never started:
+    // a lagging follower's list is not enough.
+    i.live = restored(false);
+    assert_eq!(row(&i), Row::Start, "{:?}", decide(&i));
+    // Its own history lists it started: it starts.
+    i.live = altered(restored(true), |l| {
+        l.members[0].name = "m1".into();
+        l.members[0].started = true;
+    });
+    assert_eq!(row(&i), Row::Start);
+    // A member that never published in its own directory (a first start
+    // that ended before it published) is not of another history.
+    i.live = restored(true);
+    rec(&mut i).published = false;
+    assert_eq!(row(&i), Row::Start);
+    // Nor is a directory made by a restore and not run since: the restored
+    // membership names its members, never their client URLs, and a restored
+    // member joining its restored peers is listed unstarted until it starts.
+    rec(&mut i).published = true;
+    rec(&mut i).restored = true;
+    assert_ne!(row(&i), Row::OtherHistory);
 }

@@ -172,6 +172,16 @@ fn a_rolled_back_volume_whose_witness_lease_cannot_be_read(version: EtcdVersion)
         "{step}: a witness that could not be read is not a witness that said nothing\n{}",
         v.run
     );
+    v.expect(step, 14, "phase-unknown")
+        .row(step, "6i")
+        .reason_mentions(step, "503");
+    assert!(
+        v.doc()["remedy"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("make the witness Lease readable (")),
+        "{step}: the remedy names the Lease\n{}",
+        v.run
+    );
     let _ = &mut cluster;
 }
 
@@ -328,6 +338,9 @@ fn a_member_left_out_of_a_restore(version: EtcdVersion) {
         "{step}: a member of another history under the same IDs must not start into it\n{}",
         v.run
     );
+    v.expect(step, 11, "refuse-foreign")
+        .row(step, "6h")
+        .reason_mentions(step, "never started");
 }
 
 /// The witness Lease of `name`, read by the admin, and its raft index.
@@ -486,11 +499,11 @@ fn a_copy_taken_after_the_witness_leases_last_renewal_is_not_started_36() {
 }
 
 #[test]
-fn review_a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_started_36() {
+fn a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_started_36() {
     a_rolled_back_volume_whose_witness_lease_cannot_be_read(EtcdVersion::V3_6);
 }
 
 #[test]
-fn review_a_member_left_out_of_a_restore_is_not_started_into_the_restored_history_36() {
+fn a_member_left_out_of_a_restore_is_not_started_into_the_restored_history_36() {
     a_member_left_out_of_a_restore(EtcdVersion::V3_6);
 }

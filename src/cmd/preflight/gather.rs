@@ -179,7 +179,10 @@ pub(super) fn ask_leader_again(
     live: &Answer<LiveFacts>,
     deadline: Instant,
 ) -> crate::error::Result<Option<(Answer<LiveFacts>, EvidenceEntry)>> {
-    let behind = matches!(decided.row, Row::RolledBack | Row::AppliedPastLog);
+    let behind = matches!(
+        decided.row,
+        Row::RolledBack | Row::AppliedPastLog | Row::WitnessUnread
+    );
     let cluster = dir.cluster_id();
     let authoritative = |live: &Answer<LiveFacts>| matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == cluster);
     if !behind || cfg.etcd.is_none() || authoritative(live) {

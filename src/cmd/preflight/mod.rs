@@ -133,6 +133,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         Ok(w) => (w, None),
         Err(why) => (None, Some(why)),
     };
+    let witness_file_unread = file_warning.clone();
     let mut inputs = verdict::Inputs {
         dir: facts,
         me: cfg.me.clone(),
@@ -140,6 +141,7 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         operator: g.operator,
         witness: g.witness,
         witness_file,
+        witness_file_unread,
         hint_member_id: cfg.hint_member_id,
         hint_cluster_id: cfg.hint_cluster_id,
         allow_bootstrap_without_evidence: cfg.allow_bootstrap_without_evidence,

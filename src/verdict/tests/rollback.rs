@@ -374,3 +374,125 @@ fn an_empty_log_whose_own_witness_saw_entries_started_before() {
         d.reason
     );
 }
+
+/// A cluster of three voters whose leader (m2) answers at `commit` in term
+/// 3, and whose other members answer at `others` (`None`: did not answer).
+fn heard(commit: u64, others: [Option<u64>; 2]) -> Answer<LiveFacts> {
+    altered(leader_at(0xc, commit), |l| {
+        l.positions = [0xb, 0xd]
+            .into_iter()
+            .zip(others)
+            .filter_map(|(id, at)| {
+                at.map(|n| LivePosition {
+                    member_id: MemberId::new(id),
+                    raft_index: Some(n),
+                    revision: None,
+                })
+            })
+            .collect();
+    })
+}
+
+#[test]
+fn regression_a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_started() {
+    // The review's F1 on 3.6.16: the Lease that proves index 35 exists but
+    // answers 503 for the whole budget; the log ends at 12. Only m3, which
+    // missed the writes, is up: no leader.
+    let mut i = at(12, 12);
+    i.witness = Answer::NoAnswer("503 Service Unavailable".into());
+    i.live = altered(heard(12, [None, Some(12)]), |l| {
+        l.leader_heard = false;
+        l.leader_raft_index = None;
+    });
+    let d = decide(&i);
+    assert_eq!(
+        (d.verdict, d.row, d.verdict.exit().code()),
+        (Verdict::PhaseUnknown, Row::WitnessUnread, 14),
+        "{d:?}"
+    );
+    assert!(
+        d.reason.contains("503 Service Unavailable") && d.reason.contains("without a leader"),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.remedy
+            .starts_with("make the witness Lease readable (the witness Lease: 503")
+            && d.remedy.contains("Do not wipe"),
+        "{}",
+        d.remedy
+    );
+    // No live source at all: the same.
+    i.live = Answer::NoAnswer("timed out".into());
+    assert_eq!(row(&i), Row::WitnessUnread);
+    // The leader and one other of three voters at its commit: this member's
+    // vote could still elect the one behind. Both others: it starts.
+    i.live = heard(40, [Some(40), None]);
+    assert_eq!(row(&i), Row::WitnessUnread);
+    i.live = heard(40, [Some(40), Some(39)]);
+    assert_eq!(row(&i), Row::WitnessUnread);
+    i.live = heard(40, [Some(40), Some(41)]);
+    assert_eq!(decide(&i).verdict, Verdict::Start, "{:?}", decide(&i));
+    // Voters are counted once: two answers of one member are one voter.
+    i.live = altered(heard(40, [Some(40), None]), |l| {
+        let again = l.positions[0];
+        l.positions.push(again);
+    });
+    assert_eq!(row(&i), Row::WitnessUnread);
+    // This member's own answer never counts (it is the one in question).
+    i.live = altered(heard(40, [Some(40), None]), |l| {
+        l.positions.push(LivePosition {
+            member_id: MemberId::new(0xa),
+            raft_index: Some(40),
+            revision: None,
+        })
+    });
+    assert_eq!(row(&i), Row::WitnessUnread);
+    // A cluster in a term behind the directory's is not its word.
+    rec(&mut i).term = 2;
+    i.live = altered(heard(40, [Some(40), Some(40)]), |l| l.raft_term = Some(1));
+    assert_eq!(row(&i), Row::WitnessUnread);
+}
+
+#[test]
+fn a_lone_healthy_restart_with_the_api_down_starts_on_its_clusters_word() {
+    // An intact member restarting while the API server is down: its cluster
+    // is up, the leader and both others at the leader's commit.
+    let mut i = at(40, 40);
+    i.witness = Answer::NoAnswer("connection refused".into());
+    i.live = heard(40, [Some(40), Some(40)]);
+    let d = decide(&i);
+    assert_eq!((d.verdict, d.row), (Verdict::Start, Row::Start), "{d:?}");
+    // A Lease that answered 404 (none) or a source that is not configured
+    // says nothing either way: row 5 on the directory's own word.
+    i.live = Answer::NoAnswer("timed out".into());
+    i.witness = Answer::Answered(None);
+    assert_eq!(row(&i), Row::Start);
+    i.witness = Answer::NotConfigured;
+    assert_eq!(row(&i), Row::Start);
+}
+
+#[test]
+fn a_witness_file_that_cannot_be_read_is_a_witness_that_did_not_answer() {
+    let mut i = at(12, 12);
+    i.witness_file_unread = Some("reading /pod/witness.json: permission denied".into());
+    let d = decide(&i);
+    assert_eq!(
+        (d.verdict, d.row),
+        (Verdict::PhaseUnknown, Row::WitnessUnread),
+        "{d:?}"
+    );
+    assert!(
+        d.remedy.starts_with(
+            "make the witness file readable (the witness file: reading /pod/witness.json: permission denied)"
+        ),
+        "{}",
+        d.remedy
+    );
+    i.live = heard(12, [Some(12), Some(12)]);
+    assert_eq!(decide(&i).verdict, Verdict::Start);
+    // A witness that did answer and shows the roll-back is still row 6e.
+    i.live = Answer::NoAnswer("timed out".into());
+    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+    assert_eq!(row(&i), Row::RolledBack);
+}
