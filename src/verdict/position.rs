@@ -193,31 +193,45 @@ fn mine(w: &WitnessFacts, rec: &Recorded) -> bool {
     w.member_id == Some(rec.member_id) && w.cluster_id == Some(rec.cluster_id)
 }
 
-/// The members other than this one that answered at or past `need`.
-fn holders(l: &LiveFacts, rec: &Recorded, need: u64) -> usize {
-    l.positions
+/// The distinct voters other than this member that answered at or past
+/// `bar` (an answer from a learner, or a second answer from one member, counts
+/// once or not at all), and how many voters the leader's list holds.
+fn holders(l: &LiveFacts, rec: &Recorded, bar: u64) -> (usize, usize) {
+    let voters: Vec<_> = l
+        .members
         .iter()
-        .filter(|p| p.member_id != rec.member_id && p.raft_index.is_some_and(|n| n >= need))
-        .count()
-}
-
-/// Half the voters plus one.
-fn quorum(l: &LiveFacts) -> usize {
-    l.members.iter().filter(|m| !m.is_learner).count() / 2 + 1
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
+        .collect();
+    let mut holding: Vec<_> = l
+        .positions
+        .iter()
+        .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
+        .filter(|p| p.raft_index.is_some_and(|n| n >= bar))
+        .map(|p| p.member_id)
+        .collect();
+    holding.sort_unstable();
+    holding.dedup();
+    (holding.len(), voters.len())
 }
 
 /// A directory behind `need` may catch up: the leader and a majority of its
-/// cluster answer, the leader's commit is at or past `need`, and the members
-/// other than this one that answered at or past it are a quorum of the voters
-/// — so that no leader can be elected without the entries even with this
-/// member's vote (the leader alone holding them could fail before the others
-/// caught up) — in a term not behind the directory's (not a younger history
-/// under the same IDs).
+/// cluster answer, the leader's commit is at or past `need`, and a quorum of
+/// the voters other than this member (distinct IDs) answered at or past the
+/// leader's commit — every entry committed so far, including those past the
+/// witness's mark that this member's lost disk may have helped commit, is then
+/// on a quorum without this member, so no leader can be elected without them
+/// even with its vote (the leader alone holding them could fail before the
+/// others caught up) — in a term not behind the directory's (not a younger
+/// history under the same IDs).
 fn can_catch_up(l: &LiveFacts, rec: &Recorded, need: u64) -> bool {
+    let Some(commit) = l.leader_raft_index.filter(|&c| c >= need) else {
+        return false;
+    };
+    let (holding, voters) = holders(l, rec, commit);
     l.leader_heard
         && l.majority_heard
-        && l.leader_raft_index.is_some_and(|c| c >= need)
-        && holders(l, rec, need) >= quorum(l)
+        && holding > voters / 2
         && l.raft_term.is_some_and(|t| t >= rec.term)
 }
 
@@ -244,11 +258,13 @@ fn cluster_says(i: &Inputs, rec: &Recorded, need: u64) -> String {
                 l.raft_term.map_or("unknown".into(), |t| t.to_string()),
                 rec.term
             ),
-            Some(c) => format!(
-                "its cluster's leader answers with commit {c}, but only {} member(s) other than this one answered at or past index {need}, fewer than the {} a quorum of its voters needs: a leader elected without them could lack the entries this member helped commit (the others catch up within moments; the kubelet retries preflight)",
-                holders(l, rec, need),
-                quorum(l)
-            ),
+            Some(c) => {
+                let (holding, voters) = holders(l, rec, c);
+                format!(
+                    "its cluster's leader answers with commit {c}, but only {holding} voter(s) other than this member answered at or past it, fewer than the {} a quorum of its {voters} voters needs: a leader elected without them could lack the entries this member helped commit (the others catch up within moments; the kubelet retries preflight)",
+                    voters / 2 + 1
+                )
+            }
         },
     }
 }
@@ -375,27 +391,11 @@ fn cluster_holds_all(i: &Inputs, rec: &Recorded) -> Result<(), String> {
             rec.term
         ));
     }
-    let voters: Vec<_> = l
-        .members
-        .iter()
-        .filter(|m| !m.is_learner)
-        .map(|m| m.id)
-        .collect();
-    let mut holding: Vec<_> = l
-        .positions
-        .iter()
-        .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
-        .filter(|p| p.raft_index.is_some_and(|n| n >= commit))
-        .map(|p| p.member_id)
-        .collect();
-    holding.sort_unstable();
-    holding.dedup();
-    let quorum = voters.len() / 2 + 1;
-    if holding.len() < quorum {
+    let (holding, voters) = holders(l, rec, commit);
+    let quorum = voters / 2 + 1;
+    if holding < quorum {
         return Err(format!(
-            "its cluster's leader answers with commit {commit}, but only {} voter(s) other than this member answered at or past it, fewer than the {quorum} a quorum of its {} voters needs",
-            holding.len(),
-            voters.len()
+            "its cluster's leader answers with commit {commit}, but only {holding} voter(s) other than this member answered at or past it, fewer than the {quorum} a quorum of its {voters} voters needs"
         ));
     }
     Ok(())
@@ -509,7 +509,7 @@ fn start_reason(c: &Ctx) -> String {
             cluster,
             commit,
         } => reason.push_str(&format!(
-            "; {}, behind the index {} that {} records, but the leader and a majority of cluster {cluster} answer with commit {commit}: it catches up from them",
+            "; {}, behind the index {} that {} records, but the leader and a majority of cluster {cluster} answer with commit {commit}, and a quorum of its other voters at or past it: it catches up from them",
             log_end(c.rec),
             floor.0,
             floor.1

@@ -461,9 +461,14 @@ proptest! {
                     return Err(TestCaseError::fail("5d without a live answer"));
                 };
                 let need = d.floor.as_ref().map_or(0, |f| f.0);
-                let holders = l.positions.iter().filter(|p| p.member_id != r.member_id && p.raft_index.is_some_and(|n| n >= need)).count();
-                let voters = l.members.iter().filter(|m| !m.is_learner).count();
-                prop_assert!(l.leader_heard && l.majority_heard && holders > voters / 2, "{:?}", d);
+                let commit = l.leader_raft_index.unwrap_or_default();
+                let voters: Vec<_> = l.members.iter().filter(|m| !m.is_learner).map(|m| m.id).collect();
+                let mut holders: Vec<_> = l.positions.iter()
+                    .filter(|p| p.member_id != r.member_id && voters.contains(&p.member_id) && p.raft_index.is_some_and(|n| n >= commit))
+                    .map(|p| p.member_id).collect();
+                holders.sort_unstable();
+                holders.dedup();
+                prop_assert!(l.leader_heard && l.majority_heard && commit >= need && holders.len() > voters.len() / 2, "{:?}", d);
             }
             Row::StartRestoredAbove => prop_assert!(r.restored, "{:?}", d),
             row => prop_assert!(false, "{row:?} starts a log behind its witness: {}", d.reason),

@@ -113,7 +113,7 @@ fn regression_a_volume_put_back_to_an_older_copy_of_itself_is_refused() {
     let d = decide(&i);
     assert_eq!(d.row, Row::RolledBack, "{}", d.reason);
     assert!(
-        d.reason.contains("only 1 member(s) other than this one"),
+        d.reason.contains("only 1 voter(s) other than this member"),
         "{}",
         d.reason
     );
@@ -495,4 +495,40 @@ fn a_witness_file_that_cannot_be_read_is_a_witness_that_did_not_answer() {
     i.live = Answer::NoAnswer("timed out".into());
     i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
     assert_eq!(row(&i), Row::RolledBack);
+}
+
+#[test]
+fn a_log_behind_its_witness_catches_up_only_on_distinct_voters_at_the_leaders_commit() {
+    // Reviewer finding: row 5d counted answers, not voters, and held them to
+    // the witness's mark, not to the leader's commit.
+    let mut i = at(12, 12);
+    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+    // m3 answers past the mark but behind the leader's commit 40: entries in
+    // 36..=40 may have been committed by this member and the leader alone.
+    i.live = altered(leader_at(0xc, 40), |l| l.positions[1].raft_index = Some(36));
+    let d = decide(&i);
+    assert_eq!(d.row, Row::RolledBack, "{}", d.reason);
+    assert!(
+        d.reason.contains("only 1 voter(s) other than this member"),
+        "{}",
+        d.reason
+    );
+    // The leader answering twice (two endpoints of one member) counts once.
+    i.live = altered(leader_at(0xc, 40), |l| {
+        l.positions[1].member_id = MemberId::new(0xb);
+    });
+    assert_eq!(decide(&i).row, Row::RolledBack);
+    // An answer from a member the leader's list does not hold as a voter
+    // (a learner) does not count.
+    i.live = altered(leader_at(0xc, 40), |l| {
+        l.members
+            .iter_mut()
+            .find(|m| m.id == MemberId::new(0xd))
+            .unwrap()
+            .is_learner = true;
+    });
+    assert_eq!(decide(&i).row, Row::RolledBack);
+    // Both other voters at the leader's commit: it catches up.
+    i.live = leader_at(0xc, 40);
+    assert_eq!(decide(&i).row, Row::StartCatchingUp);
 }
