@@ -1644,6 +1644,142 @@ async fn a_rebase_verdict_replaces_the_leases_position_once_then_renewals_keep_t
     drop(serve);
 }
 
+/// The witness Lease between and after renewals (docs/grpc-api.md, issue
+/// 29): with an hour between renewals, new writes still reach the Lease (an
+/// early renewal once the position proven on the member's disk moves past the
+/// Lease's), and at SIGTERM, etcd having exited first and released its WAL,
+/// the sidecar's last renewal records the position the WAL holds — so a copy
+/// of the volume taken at shutdown is not above what the Lease says. Stopped
+/// while etcd still holds its WAL, the sidecar records the polls' proven
+/// position instead, never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_follows_writes_between_renewals_and_records_the_disk_at_shutdown() {
+    use crate::serve_support::{tail, Serve};
+    let (etcd, member_id, _cluster_id) = seed_36(20);
+    let m0 = &etcd[0];
+    let w = World::start().await;
+    let name = m0.name().to_owned();
+    let lease_name = format!("etcd-witness-{name}");
+    create(
+        &members(&w.admin, NS),
+        member_doc(NS, &name, true, m0.initial_cluster()),
+    )
+    .await;
+    create(&clusters(&w.admin, NS), cluster_doc(NS)).await;
+    let start_serve = || {
+        Serve::beside(m0.client_url())
+            .data_dir(m0.data_dir())
+            .arg("--kube=true")
+            .arg(format!("--namespace={NS}"))
+            .arg(format!("--pod-name={name}"))
+            .arg("--pod-uid=5c1d0e2a-early-renewal-pod")
+            .arg(format!("--initial-cluster-token={}", token_of(CLUSTER)))
+            .arg(format!("--kubeconfig={}", w.kubeconfig()))
+            .arg("--kube-interval=1s")
+            .arg("--witness-interval=1h")
+            .start()
+    };
+    let index_of = |l: &k8s_openapi::api::coordination::v1::Lease| {
+        annotation(l, &format!("{WITNESS}raft-index"))
+            .parse::<u64>()
+            .ok()
+    };
+    let raft_index = || {
+        m0.endpoint_status()["raftIndex"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no raftIndex in {}", m0.endpoint_status()))
+    };
+    const LAST: &str =
+        "shutting down: recorded the position the member's disk holds in the witness Lease";
+
+    // 1. Stopped while etcd holds its WAL: the polls' proven position, which
+    //    the member's disk holds (at or below its commit index).
+    let mut serve = start_serve();
+    let first = wait_lease(&w, &lease_name, "serve writes the witness", |l| {
+        annotation(l, &format!("{WITNESS}member-id")) == member_id
+            && index_of(l).is_some_and(|i| i >= 20)
+    })
+    .await;
+    let first_index = index_of(&first).unwrap_or_default();
+    // 2. New writes, an hour before the next renewal: an early one records them.
+    off_runtime(|| etcd.put_many("early/", 30, 16));
+    let after_early = raft_index();
+    let early = wait_lease(
+        &w,
+        &lease_name,
+        "an early renewal records the new writes",
+        |l| index_of(l).is_some_and(|i| i >= after_early),
+    )
+    .await;
+    assert!(
+        index_of(&early) > Some(first_index),
+        "{early:?}\n{}",
+        tail(&serve.log())
+    );
+    serve.sigterm();
+    let status = serve.wait_exit(std::time::Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "serve exits 0 at SIGTERM: {status:?}\n{}",
+        tail(&serve.log())
+    );
+    let log = serve.log();
+    assert!(
+        log.contains("the polls (etcd still holds its WAL)"),
+        "{}",
+        tail(&log)
+    );
+    let kept = leases(&w.admin, NS)
+        .get(&lease_name)
+        .await
+        .unwrap_or_else(|e| panic!("get the Lease: {e}"));
+    assert!(
+        index_of(&kept).is_some_and(|i| i <= raft_index()),
+        "stopped beside a running etcd, the Lease is never above its commit index: {kept:?}"
+    );
+    drop(serve);
+
+    // 3. etcd stops first (the Pod deleted: the kubelet stops etcd, then the
+    //    native sidecar), right after writes no poll proved yet: the last
+    //    renewal reads them from the WAL.
+    let mut serve = start_serve();
+    wait_lease(&w, &lease_name, "the new sidecar renews the witness", |l| {
+        index_of(l).is_some_and(|i| i >= after_early)
+    })
+    .await;
+    off_runtime(|| etcd.put_many("last/", 30, 16));
+    let last = raft_index();
+    m0.stop();
+    serve.sigterm();
+    let status = serve.wait_exit(std::time::Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "serve exits 0 at SIGTERM: {status:?}\n{}",
+        tail(&serve.log())
+    );
+    let log = serve.log();
+    assert!(
+        log.contains("its WAL, etcd having exited") && log.contains(LAST),
+        "the last renewal reads the WAL once etcd exited: {}",
+        tail(&log)
+    );
+    let recorded = leases(&w.admin, NS)
+        .get(&lease_name)
+        .await
+        .unwrap_or_else(|e| panic!("get the Lease: {e}"));
+    assert!(
+        index_of(&recorded).is_some_and(|i| i >= last),
+        "the Lease records at least the raft index {last} of the last acknowledged write: {recorded:?}\n{}",
+        tail(&log)
+    );
+    let wal_end = crate::rollback_review::copy_end(m0.data_dir());
+    assert!(
+        index_of(&recorded).is_some_and(|i| i <= wal_end),
+        "never above where the WAL ends ({wal_end}): {recorded:?}"
+    );
+    drop(serve);
+}
+
 /// One refusal, visible three ways (issue 14; docs/commands.md § serve), where the
 /// operator and people look: real etcd 3.6 formed the cluster and the operator
 /// latched both IDs; the volume is wiped and the Pod recreated. `serve` starts
