@@ -590,9 +590,18 @@ impl FaultCluster {
             self.joining.remove(&i);
             self.refused.remove(&i);
             self.first_start_failed.remove(&i);
-            if mask & (1 << i) != 0 {
+            // A volume wiped earlier and not started since is inherited empty:
+            // it holds nothing of the earlier incarnation (a fresh volume).
+            let holds_data = std::fs::read_dir(self.cluster[i].data_dir())
+                .is_ok_and(|mut entries| entries.next().is_some());
+            if mask & (1 << i) != 0 && holds_data {
                 self.volume_replaced(i);
                 self.old_volume.insert(i);
+            } else if mask & (1 << i) != 0 {
+                self.volume_replaced(i);
+                self.event(format!(
+                    "recreate: m{i}'s inherited volume is empty (wiped before): a fresh one"
+                ));
             } else {
                 self.cluster[i].wipe_data_dir();
                 self.volume_replaced(i);
