@@ -176,6 +176,11 @@ pub struct LiveFacts {
     /// What each member of the freshest answer's cluster that answered
     /// reported of its position.
     pub positions: Vec<LivePosition>,
+    /// The leader's commit index as an earlier round of this preflight heard
+    /// it (this member was already stopped): the others, asked again a moment
+    /// later, are held to it rather than to this round's commit, which they
+    /// trail by a moment under a steady write load. `None`: one round only.
+    pub commit_bar: Option<u64>,
 }
 
 /// One answering member's position, as its `Status` reported it.
@@ -407,7 +412,10 @@ impl Inputs {
     /// The witnesses that are configured but did not answer: the Lease
     /// (`--kube` on, and its read failed: 403, 5xx, timeout, unreachable) and
     /// the witness file (configured, present, but unreadable or malformed),
-    /// each with what failed (row 6i).
+    /// each with what failed (row 6i). Also a witness not of another
+    /// incarnation that records a proven position but no member or cluster ID
+    /// that can be read: its position cannot be held against the directory,
+    /// nor dropped in silence.
     pub(super) fn unread_witnesses(&self) -> Vec<String> {
         let lease = match &self.witness {
             Answer::NoAnswer(why) => Some(format!("the witness Lease: {why}")),
@@ -417,7 +425,20 @@ impl Inputs {
             .witness_file_unread
             .as_ref()
             .map(|why| format!("the witness file: {why}"));
-        lease.into_iter().chain(file).collect()
+        let garbled = self
+            .witnesses()
+            .filter(|w| w.durable && w.raft_index.is_some_and(|n| n > 0))
+            .filter(|w| w.member_id.is_none() || w.cluster_id.is_none())
+            .filter(|w| !matches!(self.whose(w), Whose::Other(_)))
+            .map(|w| {
+                format!(
+                    "{} records raft index {} but no member or cluster ID that can be read (correct or remove it: {})",
+                    w.name,
+                    w.raft_index.unwrap_or_default(),
+                    w.clear
+                )
+            });
+        lease.into_iter().chain(file).chain(garbled).collect()
     }
 
     /// Whose `w` is. Without a fact both know, a bootstrap member's flags still

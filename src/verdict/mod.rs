@@ -237,6 +237,17 @@ pub enum Row {
 }
 
 impl Row {
+    /// A refusal of a directory behind what this member reached (6e, 6f) or
+    /// of one a witness could not vouch for (6i), which the word of its
+    /// cluster's leader and a quorum may lift (row 5d; 6i's way out):
+    /// preflight asks the cluster again before it settles on one.
+    pub(crate) fn waits_for_the_leader(self) -> bool {
+        matches!(
+            self,
+            Row::RolledBack | Row::AppliedPastLog | Row::WitnessUnread
+        )
+    }
+
     /// Every row, in the order of the documented table: the order `decide`
     /// checks them in.
     pub const ALL: [Row; 33] = [

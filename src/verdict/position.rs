@@ -193,6 +193,16 @@ fn mine(w: &WitnessFacts, rec: &Recorded) -> bool {
     w.member_id == Some(rec.member_id) && w.cluster_id == Some(rec.cluster_id)
 }
 
+/// The commit index the other voters are held to: the leader's, or the one an
+/// earlier round of this preflight heard from the leader, whichever is lower.
+/// Any leader commit read after this member stopped holds every entry this
+/// member could have helped commit; the others, asked again a moment after the
+/// earlier read, have reached it even under a steady write load, where they
+/// trail the leader's current commit by a moment.
+fn bar(l: &LiveFacts, commit: u64) -> u64 {
+    l.commit_bar.map_or(commit, |b| b.min(commit))
+}
+
 /// The distinct voters other than this member that answered at or past
 /// `bar` (an answer from a learner, or a second answer from one member, counts
 /// once or not at all), and how many voters the leader's list holds.
@@ -228,7 +238,7 @@ fn can_catch_up(l: &LiveFacts, rec: &Recorded, need: u64) -> bool {
     let Some(commit) = l.leader_raft_index.filter(|&c| c >= need) else {
         return false;
     };
-    let (holding, voters) = holders(l, rec, commit);
+    let (holding, voters) = holders(l, rec, bar(l, commit).max(need));
     l.leader_heard
         && l.majority_heard
         && holding > voters / 2
@@ -259,9 +269,11 @@ fn cluster_says(i: &Inputs, rec: &Recorded, need: u64) -> String {
                 rec.term
             ),
             Some(c) => {
-                let (holding, voters) = holders(l, rec, c);
+                let held_to = bar(l, c).max(need);
+                let (holding, voters) = holders(l, rec, held_to);
                 format!(
-                    "its cluster's leader answers with commit {c}, but only {holding} voter(s) other than this member answered at or past it, fewer than the {} a quorum of its {voters} voters needs: a leader elected without them could lack the entries this member helped commit (the others catch up within moments; the kubelet retries preflight)",
+                    "its cluster's leader answers with commit {c}, but only {holding} voter(s) other than this member answered at or past {}, fewer than the {} a quorum of its {voters} voters needs: a leader elected without them could lack the entries this member helped commit (the others catch up within moments; the kubelet retries preflight)",
+                    if held_to == c { "it".to_owned() } else { format!("index {held_to}") },
                     voters / 2 + 1
                 )
             }
@@ -391,11 +403,13 @@ fn cluster_holds_all(i: &Inputs, rec: &Recorded) -> Result<(), String> {
             rec.term
         ));
     }
-    let (holding, voters) = holders(l, rec, commit);
+    let held_to = bar(l, commit);
+    let (holding, voters) = holders(l, rec, held_to);
     let quorum = voters / 2 + 1;
     if holding < quorum {
         return Err(format!(
-            "its cluster's leader answers with commit {commit}, but only {holding} voter(s) other than this member answered at or past it, fewer than the {quorum} a quorum of its {voters} voters needs"
+            "its cluster's leader answers with commit {commit}, but only {holding} voter(s) other than this member answered at or past {}, fewer than the {quorum} a quorum of its {voters} voters needs",
+            if held_to == commit { "it".to_owned() } else { format!("index {held_to}") }
         ));
     }
     Ok(())
@@ -416,7 +430,8 @@ pub(super) fn witness_unread(c: &Ctx) -> Option<Decision> {
     let what = match (lease, file) {
         (true, true) => "the witness Lease and the witness file readable",
         (true, false) => "the witness Lease readable",
-        _ => "the witness file readable",
+        (false, true) => "the witness file readable",
+        (false, false) => "the witness's IDs readable",
     };
     Some(decision(
         Row::WitnessUnread,

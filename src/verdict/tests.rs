@@ -78,6 +78,7 @@ fn live(cluster: u64, members: &[(u64, &str, &str, bool)]) -> Answer<LiveFacts> 
         raft_term: None,
         leader_raft_index: None,
         positions: Vec::new(),
+        commit_bar: None,
     })
 }
 

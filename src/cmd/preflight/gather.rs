@@ -16,9 +16,7 @@ use crate::disk::wal;
 use crate::error::Error;
 use crate::evidence::{kube as kube_src, lease as witness_src, Source};
 use crate::verdict::version::{self, ETCD_CONTAINER};
-use crate::verdict::{
-    self, Answer, Decision, DirFacts, LiveFacts, OperatorFacts, Row, WitnessFacts,
-};
+use crate::verdict::{self, Answer, Decision, DirFacts, LiveFacts, OperatorFacts, WitnessFacts};
 
 /// The Pod read for the image is bounded on its own: a throttled or hanging
 /// `get pods` must not hold the verdict for the whole budget, nor leave no
@@ -163,31 +161,46 @@ const ROUND_PAUSE_MAX: Duration = Duration::from_secs(2);
 /// Longer than an election (etcd's default election timeout is 1 s).
 const ROUND_BUDGET: Duration = Duration::from_secs(3);
 
+/// Rounds asked after the leader and a majority first answered, for the
+/// others to reach the commit index that answer held them to (rows 5d, 6i).
+const ROUNDS_AFTER_LEADER: u32 = 3;
+
 /// A directory behind what this member reached may start only on the word of
 /// its cluster's leader and a majority (row 5d). The live wait ends at the
 /// first answer that lists this member started, which says nothing of a
-/// leader: for rows 6e and 6f, ask again, round after round (each bounded by
-/// [`ROUND_BUDGET`], a pause of [`ROUND_PAUSE_MIN`] doubling to
+/// leader: for rows 6e, 6f and 6i, ask again, round after round (each bounded
+/// by [`ROUND_BUDGET`], a pause of [`ROUND_PAUSE_MIN`] doubling to
 /// [`ROUND_PAUSE_MAX`] between them), until the leader and a majority of the
 /// directory's cluster answered or `deadline` passes: a round during an
 /// election (a member restarted) or before a majority is back says nothing
-/// the next one would not say better. `None`: no need to ask.
+/// the next one would not say better. Once they answered, the leader's commit
+/// index of that first answer is the bar the others are held to in the next
+/// rounds (`LiveFacts::commit_bar`): under a steady write load the others
+/// trail the leader's current commit by a moment, never one read earlier.
+/// Up to [`ROUNDS_AFTER_LEADER`] such rounds, until `behind` no longer holds.
+/// `None`: no need to ask.
 pub(super) fn ask_leader_again(
     cfg: &Config,
     dir: &Inspection,
     decided: &Decision,
     live: &Answer<LiveFacts>,
     deadline: Instant,
+    behind: impl Fn(&Answer<LiveFacts>) -> bool,
 ) -> crate::error::Result<Option<(Answer<LiveFacts>, EvidenceEntry)>> {
-    let behind = matches!(
-        decided.row,
-        Row::RolledBack | Row::AppliedPastLog | Row::WitnessUnread
-    );
+    let refused_behind = decided.row.waits_for_the_leader();
     let cluster = dir.cluster_id();
     let authoritative = |live: &Answer<LiveFacts>| matches!(live, Answer::Answered(l) if l.leader_heard && l.majority_heard && Some(l.cluster_id) == cluster);
-    if !behind || cfg.etcd.is_none() || authoritative(live) {
+    if !refused_behind || cfg.etcd.is_none() {
         return Ok(None);
     }
+    // The bar: the leader's commit in the first answer of the leader and a
+    // majority of the directory's cluster.
+    let leader_commit = |live: &Answer<LiveFacts>| match live {
+        Answer::Answered(l) if authoritative(live) => l.leader_raft_index,
+        _ => None,
+    };
+    let mut bar = leader_commit(live);
+    let mut after_leader = u32::from(bar.is_some());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -199,14 +212,23 @@ pub(super) fn ask_leader_again(
         let mut round = 1u32;
         loop {
             let round_deadline = deadline.min(tokio::time::Instant::now() + ROUND_BUDGET);
-            let (answer, entry) = ask_live(cfg, round_deadline, Some(ids), true).await;
-            let done = authoritative(&answer);
+            let (mut answer, entry) = ask_live(cfg, round_deadline, Some(ids), true).await;
+            if let Answer::Answered(l) = &mut answer {
+                l.commit_bar = bar;
+            }
+            if authoritative(&answer) {
+                bar = bar.or(leader_commit(&answer));
+                after_leader += 1;
+            }
+            let done = !behind(&answer) || after_leader > ROUNDS_AFTER_LEADER;
             match &answer {
                 Answer::Answered(l) => tracing::debug!(
                     round,
                     cluster_id = %l.cluster_id,
                     leader_heard = l.leader_heard,
                     majority_heard = l.majority_heard,
+                    leader_commit = l.leader_raft_index,
+                    commit_bar = l.commit_bar,
                     done,
                     "asked the directory's cluster again for its leader and a majority"
                 ),

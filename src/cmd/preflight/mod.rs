@@ -148,8 +148,13 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
     };
     let mut decided = verdict::decide(&inputs);
     let mut live_entry = g.live_entry;
+    let behind_with = |live: &Answer<verdict::LiveFacts>| {
+        let mut asked = inputs.clone();
+        asked.live = live.clone();
+        verdict::decide(&asked).row.waits_for_the_leader()
+    };
     if let Some((live, entry)) =
-        gather::ask_leader_again(cfg, &dir, &decided, &inputs.live, deadline)?
+        gather::ask_leader_again(cfg, &dir, &decided, &inputs.live, deadline, behind_with)?
     {
         inputs.live = live;
         live_entry = entry;

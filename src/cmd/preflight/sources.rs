@@ -145,6 +145,7 @@ fn live_facts(l: &live_src::LiveCluster) -> LiveFacts {
         leader_heard: l.leader_heard,
         raft_term: l.raft_term,
         leader_raft_index: l.leader_raft_index,
+        commit_bar: None,
         positions: l
             .positions
             .iter()

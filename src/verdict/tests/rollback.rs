@@ -532,3 +532,65 @@ fn a_log_behind_its_witness_catches_up_only_on_distinct_voters_at_the_leaders_co
     i.live = leader_at(0xc, 40);
     assert_eq!(decide(&i).row, Row::StartCatchingUp);
 }
+
+#[test]
+fn the_others_are_held_to_the_leaders_commit_of_an_earlier_round() {
+    // Under a steady write load the others trail the leader's current commit
+    // by a moment; asked again, they are held to the commit an earlier round
+    // heard (this member already stopped), never below the mark.
+    let mut i = at(12, 12);
+    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+    let trailing = |bar: Option<u64>| {
+        altered(leader_at(0xc, 40), |l| {
+            for p in &mut l.positions {
+                p.raft_index = Some(38);
+            }
+            // The leader itself answers at its commit.
+            l.positions[0].raft_index = Some(40);
+            l.commit_bar = bar;
+        })
+    };
+    i.live = trailing(None);
+    assert_eq!(decide(&i).row, Row::RolledBack);
+    i.live = trailing(Some(37));
+    let d = decide(&i);
+    assert_eq!(d.row, Row::StartCatchingUp, "{}", d.reason);
+    i.live = trailing(Some(39));
+    let d = decide(&i);
+    assert_eq!(d.row, Row::RolledBack, "{}", d.reason);
+    assert!(d.reason.contains("at or past index 39"), "{}", d.reason);
+    // An earlier commit below the mark holds them to the mark.
+    i.live = altered(trailing(Some(20)), |l| l.positions[1].raft_index = Some(30));
+    assert_eq!(decide(&i).row, Row::RolledBack);
+}
+
+#[test]
+fn a_witness_whose_ids_cannot_be_read_is_not_dropped_in_silence() {
+    let mut i = at(12, 12);
+    let mut w = durable_witness(0xa, 0xc, 35, 3);
+    w.member_id = None;
+    i.witness = Answer::Answered(Some(w));
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::WitnessUnread, 14),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason
+            .contains("no member or cluster ID that can be read")
+            && d.remedy
+                .contains("kubectl -n ns delete lease etcd-witness-m1"),
+        "{}\n{}",
+        d.reason,
+        d.remedy
+    );
+    // The cluster holding everything lets it start, as for any unread witness.
+    i.live = leader_at(0xc, 40);
+    assert!(
+        decide(&i).verdict == Verdict::Start,
+        "{}",
+        decide(&i).reason
+    );
+}
