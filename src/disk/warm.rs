@@ -72,14 +72,28 @@ pub fn targets(paths: &Paths) -> Vec<PathBuf> {
     files
 }
 
+/// Starts advising the kernel to read ahead what etcd reads on start in the
+/// directory `paths` names ([`targets`]), on a thread of its own: listing the
+/// snapshot directory, like every access to the volume, happens there, so a
+/// volume that hangs holds that thread, never the decision.
+pub fn start_for(paths: &Paths) -> ReadAhead {
+    let paths = paths.clone();
+    spawn(move || targets(&paths))
+}
+
 /// Starts advising the kernel to read `files` ahead, on a thread of its own.
 pub fn start(files: Vec<PathBuf>) -> ReadAhead {
+    spawn(move || files)
+}
+
+fn spawn(files: impl FnOnce() -> Vec<PathBuf> + Send + 'static) -> ReadAhead {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = Arc::clone(&stop);
     let spawned = thread::Builder::new()
         .name("read-ahead".into())
         .spawn(move || {
+            let files = files();
             let _ = tx.send(advise_all(&files, &flag));
         });
     if let Err(e) = spawned {

@@ -63,9 +63,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     // Started before the directory is read, so that the backend comes in while
     // the WAL is verified; it decides nothing (crate::disk::warm).
-    let reading_ahead = args
-        .read_ahead
-        .then(|| warm::start(warm::targets(&cfg.paths)));
+    let reading_ahead = args.read_ahead.then(|| warm::start_for(&cfg.paths));
     let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
