@@ -407,6 +407,14 @@ impl FaultCluster {
                     self.event(format!("{fault}: no copy taken, nothing to do"));
                     return None;
                 };
+                if matches!(fault, Fault::RollbackWal(_)) && !m(i).wal_dir().exists() {
+                    // Wiped since the copy: no WAL volume to put back under
+                    // a current db (a WAL without its db is another shape).
+                    self.event(format!(
+                        "{fault}: the member's volume was wiped since the copy, nothing to do"
+                    ));
+                    return None;
+                }
                 if m(i).is_running() {
                     m(i).kill9();
                 }
