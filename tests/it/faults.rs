@@ -401,9 +401,17 @@ fn failed_first_starts_are_joined_never_refused(version: EtcdVersion) {
     );
 }
 
+/// On the 3.5 line's current patch, 3.5.35: etcd 3.5.0–3.5.2 (3.5.1 is the
+/// tests' other 3.5) may save a member's consistent index without the entry's
+/// data when it is killed, and then never apply that entry (etcd's postmortem
+/// `v3.5-data-inconsistency.md`, issue 13766, fixed in 3.5.3). A join killed
+/// 200 ms in, while it applies what it catches up on, hits that window under
+/// load: one acknowledged write missing on the restarted member, which then
+/// led (a fresh-clone CI run, 2026-12-06). No check of the directory can see
+/// it, and the guard started the member rightly.
 #[test]
 fn failed_first_starts_are_joined_never_refused_35() {
-    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_5);
+    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_5Latest);
 }
 
 #[test]
