@@ -1078,6 +1078,7 @@ mod tests {
             downgrade: None,
             alarms: Vec::new(),
             revision: None,
+            compact_revision: None,
         }
     }
 

@@ -433,6 +433,48 @@ fn assert_matches_status(name: &str, report: &Value, status: &Value, down: Down)
     );
 }
 
+/// The newest revision a deletion, then compacted: etcd 3.4 and early 3.5
+/// remove the tombstone, so the newest key is older than the revision etcd is
+/// at; `compact_revision` holds it, and the higher of the two is the revision
+/// etcd reported (and restores on start). 3.6+ and late 3.5 patches (3.5.35
+/// here) keep the compacted revision's tombstone.
+/// Restarts the lone member `single`, and stops it again.
+fn the_revision_is_the_compactions_past_a_compacted_deletion(
+    inspector: &Inspector,
+    single: &Cluster,
+) {
+    let m = &single[0];
+    m.start();
+    m.wait_healthy();
+    single.put("compacted/last", "x");
+    let deleted = m.etcdctl(["del", "compacted/last"]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    let at = quiet_status(m)["header"]["revision"].to_string();
+    let compacted = m.etcdctl(["compact", at.as_str(), "--physical"]);
+    assert!(compacted.status.success(), "{compacted:?}");
+    let status = quiet_status(m);
+    m.stop().expect("it ran");
+    let report = inspector.expect(m.data_dir(), &[], 0, "initialized");
+    let backend = &report["backend"];
+    let ctx = format!(
+        "backend {backend:#}
+endpoint status {status:#}"
+    );
+    let (newest, compacted) = (
+        backend["revision"].as_i64(),
+        backend["compact_revision"].as_i64(),
+    );
+    assert_eq!(compacted.map(|c| c.to_string()), Some(at), "{ctx}");
+    assert_eq!(
+        newest.max(compacted),
+        status["header"]["revision"].as_i64(),
+        "{ctx}"
+    );
+    if !m.version().at_least(3, 5) {
+        assert!(newest < compacted, "the tombstone is compacted away: {ctx}");
+    }
+}
+
 /// `inspect --hash` says exactly what `etcdutl snapshot status` of the dir's own
 /// version says about the db (3.5.1's for 3.4, which has no etcdutl): 3.6+ count
 /// `totalKey` as live user keys and add `version`.
@@ -641,6 +683,8 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
     assert_hash_matches_etcdutl(&inspector, version, m.data_dir(), &m.db_path());
     snap_rule_follows_the_storage_version(&inspector, version, m, &report);
     phase("single member checked");
+    the_revision_is_the_compactions_past_a_compacted_deletion(&inspector, &single);
+    phase("compacted deletion checked");
     several_segments_damaged(&inspector, m);
     phase("damaged segments checked");
     parallel_reads_say_what_the_sequential_read_says(&inspector, m);

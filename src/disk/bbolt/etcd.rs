@@ -66,6 +66,11 @@ pub struct Backend {
     /// placeholder `snapshot restore --bump-revision` writes): the MVCC revision
     /// the backend is at. `None` when the bucket is missing or empty.
     pub revision: Option<i64>,
+    /// `meta`/`finishedCompactRev` and `meta`/`scheduledCompactRev`, the
+    /// higher: a compaction removes tombstones at or below it, so the newest
+    /// key may be older than the revision the store is at; etcd restores its
+    /// current revision as the higher of the two (`mvcc.store.restore`).
+    pub compact_revision: Option<i64>,
 }
 
 /// `cluster`/`downgrade`, as etcd 3.5+ stores it
@@ -211,6 +216,7 @@ impl Db {
             downgrade: None,
             alarms: Vec::new(),
             revision: None,
+            compact_revision: None,
         };
         for (bucket, kvs) in scan.records {
             for (k, v) in kvs {
@@ -337,6 +343,14 @@ impl Db {
                 out.consistent_index = Some(be_u64(value).map_err(bad)?);
             }
             (b"meta", b"term") => out.term = Some(be_u64(value).map_err(bad)?),
+            (b"meta", b"finishedCompactRev" | b"scheduledCompactRev") => {
+                // A revision key (8-byte main, '_', 8-byte sub); etcd reads
+                // its main revision. A value too short to hold one is not a
+                // revision: ignored, as nothing is decided on it alone.
+                if let Some(rev) = main_revision(value) {
+                    out.compact_revision = out.compact_revision.max(Some(rev));
+                }
+            }
             (b"meta", b"storageVersion") => {
                 out.storage_version_raw = Some(String::from_utf8_lossy(value).into_owned());
             }
