@@ -23,7 +23,9 @@
 //!   [`probe`] listens until a majority of the voting members has answered (or
 //!   every endpoint has, or the deadline passes), and a member any of them saw
 //!   started has started. [`probe_until`] also stops at an answer that settles
-//!   the caller's question (preflight: "this member has started").
+//!   the caller's question (preflight: "this member has started");
+//!   [`probe_settling`] listens on after it, for a bounded grace, until the
+//!   leader and a majority answered.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -157,6 +159,12 @@ pub struct AnswerPosition {
     pub member_id: MemberId,
     /// Its raft (commit) index.
     pub raft_index: Option<u64>,
+    /// Its applied index (`Status.RaftAppliedIndex`).
+    pub applied_index: Option<u64>,
+    /// `Status.RaftTerm`: etcd reports the term of the last entry it applied
+    /// (`EtcdServer.Term`, set in `apply`), not its raft term; 0 until it
+    /// applied an entry since it started.
+    pub raft_term: Option<u64>,
     /// Its MVCC revision.
     pub revision: Option<i64>,
     /// It reported itself as the leader.
@@ -284,6 +292,21 @@ pub async fn probe_until(
     own_cluster: Option<ClusterId>,
     settled: impl Fn(&LiveCluster) -> bool,
 ) -> Result<LiveCluster, EtcdProbeError> {
+    probe_settling(conn, deadline, own_cluster, settled, None).await
+}
+
+/// [`probe_until`] that, with `grace`, keeps listening after a settling
+/// answer for the leader and a majority, at most `grace` longer: what the
+/// settling answer says is final, but the leader's position (its term, its
+/// commit and revision) is evidence of its own for an initialized directory
+/// (row 6h), and it is usually one round trip away.
+pub async fn probe_settling(
+    conn: &EtcdConn,
+    deadline: Instant,
+    own_cluster: Option<ClusterId>,
+    settled: impl Fn(&LiveCluster) -> bool,
+    grace: Option<std::time::Duration>,
+) -> Result<LiveCluster, EtcdProbeError> {
     if conn.endpoints.is_empty() {
         return Err(EtcdProbeError::NoEndpoints);
     }
@@ -298,11 +321,14 @@ pub async fn probe_until(
     }
 
     let mut answers: Vec<LiveCluster> = Vec::new();
+    // Set by the first settling answer, with a grace: the end of the wait.
+    let mut settle_by: Option<Instant> = None;
     loop {
         // Each task is bounded by the deadline itself and reports why it gave
         // up; this outer bound, a little later, only guarantees the promise of
         // this function should a task not keep to it.
-        match timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
+        let until = settle_by.map_or(deadline + OUTER_SLACK, |s| s.min(deadline + OUTER_SLACK));
+        match timeout_at(until, tasks.join_next()).await {
             Ok(Some(Ok((_, Ok(cluster))))) => {
                 tracing::debug!(endpoint = %cluster.endpoint, members = cluster.members.len(), "live cluster answered");
                 let done = settled(&cluster);
@@ -318,8 +344,16 @@ pub async fn probe_until(
                         majority_heard(&own) && leader_heard(&own)
                     }
                 };
-                if done || heard_enough {
+                if heard_enough {
                     break;
+                }
+                if done {
+                    match grace {
+                        None => break,
+                        Some(g) => {
+                            settle_by.get_or_insert_with(|| Instant::now() + g);
+                        }
+                    }
                 }
             }
             Ok(Some(Ok((i, Err(why))))) => {
@@ -444,6 +478,8 @@ fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
         .map(|a| AnswerPosition {
             member_id: a.responder_member_id,
             raft_index: a.raft_index,
+            applied_index: a.raft_applied_index,
+            raft_term: a.raft_term,
             revision: a.revision,
             leader: a.leader == Some(a.responder_member_id),
         })

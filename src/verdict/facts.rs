@@ -190,8 +190,15 @@ pub struct LivePosition {
     pub member_id: MemberId,
     /// Its raft (commit) index.
     pub raft_index: Option<u64>,
+    /// Its applied index.
+    pub applied_index: Option<u64>,
+    /// The term of the last entry it applied (what etcd's `Status` calls its
+    /// raft term); 0 when it applied none since it started.
+    pub applied_term: Option<u64>,
     /// Its MVCC revision.
     pub revision: Option<i64>,
+    /// It reported itself as the leader.
+    pub leader: bool,
 }
 
 impl LiveMemberFacts {
@@ -519,7 +526,10 @@ impl DirFacts {
                 log_end_term: log_end_term(m),
                 applied_index: m.backend().and_then(|b| b.consistent_index),
                 applied_term: m.backend().and_then(|b| b.term),
-                revision: m.backend().and_then(|b| b.revision),
+                // The revision etcd restores: the newest key's, or the
+                // compaction's when tombstones above the newest key were
+                // compacted away.
+                revision: m.backend().and_then(|b| b.revision.max(b.compact_revision)),
                 // Once it ran, its log holds entries of the terms its
                 // elections raised: what it holds past the restore came from
                 // its cluster's log, and rows 5d, 6e, 6f judge it as any other.

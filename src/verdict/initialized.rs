@@ -8,7 +8,7 @@
 
 use std::cell::OnceCell;
 
-use super::facts::{LiveMemberFacts, OperatorFacts};
+use super::facts::{LiveMemberFacts, LivePosition, OperatorFacts};
 use super::position::{self, Position};
 use super::remedies::*;
 use super::{decision, Decision, Inputs, LiveFacts, Recorded, Row, Verdict, WitnessFacts};
@@ -696,24 +696,26 @@ fn fork(c: &Ctx) -> Option<Decision> {
 }
 
 /// Row 6h: the leader's word on the directory's cluster (the leader and half
-/// of the voters heard) lists its member as never started, while the
-/// directory records that its member published itself. Nothing unstarts a
-/// member within one history: the list answering is another history of the
-/// same IDs (a restore this member was left out of), and starting would
-/// fork it (the same raft indexes holding different entries).
+/// of the voters heard) is of another history under the same IDs than the one
+/// this directory holds. Starting would fork it (the same raft indexes holding
+/// different entries). Three signs, each impossible within one history:
+///
+/// * the list has this member as never started while the directory records
+///   that its member published itself: nothing unstarts a member (a restore
+///   this member was left out of);
+/// * a majority of the voters each answer past the directory in a lower
+///   term, or further past it in revisions than in entries
+///   ([`later_history`]: a volume put back to a copy from before a restore,
+///   bumped or not).
 fn other_history(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
-    if !rec.published || rec.restored {
-        return None;
-    }
     let l = c.live.filter(|l| l.authoritative_for(rec.cluster_id))?;
-    let m = l.member(rec.member_id).filter(|m| !m.started)?;
-    Some(decision(
-        Row::OtherHistory,
-        format!(
-            "the data directory holds member {} of cluster {} and records that this member published itself (its name and client URLs), but the leader's member list of that cluster (a majority heard) has member {} as never started{}: the cluster answering is another history under the same IDs (a restore this member was left out of, or a cluster re-formed with the same IDs), and this directory holds the history before it. Started, etcd would join that history with a log of the other one and fork it",
-            rec.member_id,
-            rec.cluster_id,
+    let unstarted = (rec.published && !rec.restored)
+        .then(|| l.member(rec.member_id).filter(|m| !m.started))
+        .flatten();
+    let why = match unstarted {
+        Some(m) => format!(
+            "records that this member published itself (its name and client URLs), but the leader's member list of that cluster (a majority heard) has member {} as never started{}",
             m.id,
             if m.peer_urls.is_empty() {
                 String::new()
@@ -721,8 +723,86 @@ fn other_history(c: &Ctx) -> Option<Decision> {
                 format!(" (peer URLs {})", m.peer_urls.join(","))
             }
         ),
+        None => later_history(l, rec)?,
+    };
+    Some(decision(
+        Row::OtherHistory,
+        format!(
+            "the data directory holds member {} of cluster {} and {why}: the cluster answering is another history under the same IDs (a restore this member was left out of, a volume put back to a copy from before a restore, or a cluster re-formed with the same IDs), and this directory holds a history apart from it. Started, etcd would join that history with a log of the other one and fork it",
+            rec.member_id, rec.cluster_id,
+        ),
         &remedy_other_history(rec.member_id, c.i.me.name.as_deref(), &c.i.me.peer_urls),
     ))
+}
+
+/// The second and third signs of row 6h: a majority of the voters (this
+/// member counted among them, so every other of three) each answer past this
+/// directory in a way no member of its history can. One member's answer is
+/// not enough: etcd 3.5.0-3.5.5 could save a defragmented backend's data
+/// without its consistent index, and a member killed then re-applies entries
+/// on its next start, its revision ahead of its index for good; such a
+/// member, leading, must not refuse every healthy member behind it.
+fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
+    let voters: std::collections::BTreeSet<MemberId> = l
+        .members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut shown: Vec<(bool, String)> = l
+        .positions
+        .iter()
+        .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
+        .filter(|p| seen.insert(p.member_id))
+        .filter_map(|p| Some((p.leader, past_its_history(p, rec)?)))
+        .collect();
+    if shown.is_empty() || shown.len() * 2 < voters.len() {
+        return None;
+    }
+    shown.sort_by_key(|(leader, _)| !leader);
+    Some(format!(
+        "{}; {} of the cluster's {} voters answer past it so",
+        shown[0].1,
+        shown.len(),
+        voters.len()
+    ))
+}
+
+/// Whether one member's `Status` answer shows a history this directory is
+/// not of, and how:
+///
+/// * it applied an entry past the directory's applied index in a term below
+///   the directory's applied entry's: within one history both are committed
+///   entries of one log, whose terms never decrease. etcd reports the term of
+///   the last entry applied (0 before any since its start), read after the
+///   applied index: at worst the entry before it, still past the directory's;
+/// * its revision is further past the directory's than its commit index is
+///   past the directory's applied index, by more than one: an entry adds at
+///   most one revision (a transaction's writes share one; compactions, leases,
+///   membership and auth add none), and etcd reads the revision before the
+///   commit index. The one of slack is for etcd 3.5.0-3.5.2, which could save
+///   a consistent index without its entry's data.
+fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
+    let applied = rec.applied_index?;
+    if let (Some(a), Some(t), Some(mine)) = (p.applied_index, p.applied_term, rec.applied_term) {
+        if t > 0 && a > applied && t < mine {
+            return Some(format!(
+                "member {} applied index {a} in term {t}, past this directory's applied index {applied} of term {mine}, and within one history an entry past another is of a term no lower",
+                p.member_id
+            ));
+        }
+    }
+    let (revision, index, at) = (rec.revision?, p.raft_index?, p.revision?);
+    let entries = index.saturating_sub(applied);
+    let revisions = at.saturating_sub(revision);
+    (revisions > 0 && revisions.unsigned_abs() > entries.saturating_add(1)).then(|| {
+        format!(
+            "its backend applied index {applied} at revision {revision}, but member {} answers at raft index {index} and revision {at}: {revisions} revision(s) past this directory's in {entries} entr{} past its applied index, and within one history each entry adds at most one revision",
+            p.member_id,
+            if entries == 1 { "y" } else { "ies" }
+        )
+    })
 }
 
 /// Row 6a.

@@ -182,10 +182,12 @@ pub enum Row {
     /// still runs (a lone member restored under a running cluster).
     #[serde(rename = "6g")]
     RestoredBehind,
-    /// 6h: the leader's list of the directory's cluster has its member as
-    /// never started, while the directory records that it published itself:
-    /// the cluster answering is another history of the same IDs (a restore
-    /// this member was left out of).
+    /// 6h: the cluster answering (its leader and a majority) is another
+    /// history of the same IDs than the directory's: its list has the member
+    /// as never started while the directory records that it published
+    /// itself (a restore this member was left out of), or a majority of its
+    /// voters answer past the directory as no member of its history can (a
+    /// copy from before a restore).
     #[serde(rename = "6h")]
     OtherHistory,
     /// 6i: a witness is configured but did not answer (the Lease's read

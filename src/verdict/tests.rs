@@ -267,7 +267,10 @@ fn a_join_needs_the_leader_and_half_the_voters_heard_and_one_cluster() {
             l.positions = vec![LivePosition {
                 member_id: MemberId::new(2),
                 raft_index: Some(9),
+                applied_index: None,
+                applied_term: None,
                 revision: None,
+                leader: false,
             }];
         });
         let d = decide(&i);

@@ -569,6 +569,137 @@ fn a_behind_member_whose_preflight_meets_an_election_waits_for_the_leader_36() {
     a_behind_member_whose_preflight_meets_an_election(EtcdVersion::V3_6);
 }
 
+/// The leader (its index in `cluster`) and its raft term, from the members'
+/// own Status answers (a restore may have changed the IDs the harness
+/// learned at the first start).
+fn leader_of(cluster: &Cluster) -> (usize, u64) {
+    let answers: Vec<(usize, Value)> = cluster
+        .members()
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_answering())
+        .filter_map(|(i, m)| m.try_endpoint_status().ok().map(|s| (i, s)))
+        .collect();
+    answers
+        .iter()
+        .find(|(_, s)| s["leader"].as_u64() == s["header"]["member_id"].as_u64())
+        .map(|(i, s)| (*i, s["raftTerm"].as_u64().expect("a raft term")))
+        .unwrap_or_else(|| panic!("no member answers as the leader: {answers:?}"))
+}
+
+fn leader_term(cluster: &Cluster) -> u64 {
+    leader_of(cluster).1
+}
+
+/// Moves the leadership to another running member until the leader's term
+/// is at least `term` (each transfer is an election: the term rises by one).
+fn raise_term(cluster: &Cluster, term: u64) {
+    for _ in 0..10 {
+        let (from, now) = leader_of(cluster);
+        if now >= term {
+            return;
+        }
+        let n = cluster.members().len();
+        let to = (1..n)
+            .map(|k| &cluster[(from + k) % n])
+            .find(|m| m.is_answering())
+            .expect("another running member")
+            .endpoint_status()["header"]["member_id"]
+            .as_u64()
+            .expect("its member ID");
+        let to = format!("{to:x}");
+        let out = cluster[from].etcdctl(["move-leader", to.as_str()]);
+        assert!(out.status.success(), "move-leader: {out:?}");
+        cluster[from].wait_healthy();
+    }
+    panic!("the leader's term stays below {term}");
+}
+
+/// Issue 29, helper-15's findings 1 and 2: a member's volume put back to a
+/// copy taken before the whole cluster was restored (etcd's documented
+/// disaster recovery, same names, peer URLs and token, so the same IDs). No
+/// witness of this member saw the copy's end: only the cluster can say that
+/// the copy is of the history before the restore. The restored cluster's
+/// revision ran further past the copy's than its log did past the copy's
+/// applied index (the restore began its log again), on both members that
+/// answer; raising its terms past the copy's changes nothing.
+fn a_copy_from_before_a_whole_cluster_restore(version: EtcdVersion) {
+    let cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("copy-before-dr-{}", version.label()))
+        .start();
+    cluster.put("tenant/config", "precious");
+    settle(&cluster, "marker/formed");
+    form_again_by_restore(&cluster);
+    settle(&cluster, "marker/restored-once");
+    // One election past the one a restored cluster starts with.
+    raise_term(&cluster, leader_term(&cluster) + 1);
+    let term_at_copy = leader_term(&cluster);
+    acknowledged(&cluster[0], "before-copy/", 10);
+
+    // A volume snapshot of m2 (crash-consistent: taken with m2 stopped).
+    let saved = scratch();
+    let copy = saved.path().join("m2");
+    cluster[2].stop();
+    copy_dir(cluster[2].data_dir(), &copy);
+    cluster[2].start();
+    cluster[2].wait_healthy();
+    acknowledged(&cluster[0], "after-copy/", 10);
+
+    // The documented disaster recovery of the whole cluster, unbumped.
+    let backup = scratch();
+    let snapshot = backup.path().join("snapshot.db");
+    cluster.snapshot_save(&snapshot);
+    for m in cluster.members() {
+        m.stop();
+    }
+    restore_everyone(&cluster, &snapshot, None);
+    for m in cluster.members() {
+        m.start();
+    }
+    for m in cluster.members() {
+        m.wait_healthy();
+    }
+    let restored = acknowledged(&cluster[0], "restored/", 10);
+
+    // m2's volume is put back to the copy.
+    cluster[2].stop();
+    std::fs::remove_dir_all(cluster[2].data_dir()).expect("remove m2's dir");
+    copy_dir(&copy, cluster[2].data_dir());
+    let env = cluster.agent_env(2);
+    let step = "m2 put back to a copy from before the restore";
+    preflight(&env)
+        .expect(step, 11, "refuse-foreign")
+        .row(step, "6h")
+        .reason_mentions(step, "revision(s) past this directory's")
+        .reason_mentions(step, "2 of the cluster's 3 voters");
+
+    let step = "the same copy, the restored cluster's term raised past the copy's";
+    // (A margin: the copy's last entry may be of a term or two past the one
+    // read before it was taken, an election around m2's stop.)
+    raise_term(&cluster, term_at_copy + 3);
+    preflight(&env)
+        .expect(step, 11, "refuse-foreign")
+        .row(step, "6h")
+        .reason_mentions(step, "revision(s) past this directory's");
+    all_readable(step, &cluster[0], &restored);
+    assert_eq!(
+        cluster.get("after-copy/0").as_deref(),
+        Some("acked"),
+        "{step}: the restored history holds what was acknowledged before the backup"
+    );
+}
+
+#[test]
+fn a_copy_from_before_a_whole_cluster_restore_is_refused_36() {
+    a_copy_from_before_a_whole_cluster_restore(EtcdVersion::V3_6);
+}
+
+#[test]
+fn a_copy_from_before_a_whole_cluster_restore_is_refused_35() {
+    a_copy_from_before_a_whole_cluster_restore(EtcdVersion::V3_5Latest);
+}
+
 #[test]
 fn a_disaster_recovery_is_refused_until_acknowledged_then_ready_36() {
     a_whole_cluster_restored_under_its_own_ids(EtcdVersion::V3_6, false);

@@ -159,7 +159,7 @@ const ROUND_PAUSE_MAX: Duration = Duration::from_secs(2);
 /// (during an election they all answer, without a leader); a peer that does
 /// not answer at all holds it until this bound, and the next round asks again.
 /// Longer than an election (etcd's default election timeout is 1 s).
-const ROUND_BUDGET: Duration = Duration::from_secs(3);
+pub(super) const ROUND_BUDGET: Duration = Duration::from_secs(3);
 
 /// Rounds asked after the leader and a majority first answered, for the
 /// others to reach the commit index that answer held them to (rows 5d, 6i).
@@ -167,8 +167,9 @@ const ROUNDS_AFTER_LEADER: u32 = 3;
 
 /// A directory behind what this member reached may start only on the word of
 /// its cluster's leader and a majority (row 5d). The live wait ends at the
-/// first answer that lists this member started, which says nothing of a
-/// leader: for rows 6e, 6f and 6i, ask again, round after round (each bounded
+/// first answer that lists this member started and, within
+/// [`ROUND_BUDGET`] after it, the leader and a majority, which may not have
+/// answered by then: for rows 6e, 6f and 6i, ask again, round after round (each bounded
 /// by [`ROUND_BUDGET`], a pause of [`ROUND_PAUSE_MIN`] doubling to
 /// [`ROUND_PAUSE_MAX`] between them), until the leader and a majority of the
 /// directory's cluster answered or `deadline` passes: a round during an

@@ -106,7 +106,11 @@ pub(super) async fn ask_live(
         _ => None,
     };
     let settled = |view: &live_src::LiveCluster| !wait_for_leader && settles(view);
-    match live_src::probe_until(conn, deadline, own_cluster, settled).await {
+    // An initialized directory: the leader's answer and a majority's can
+    // show another history under the same IDs (row 6h) even when the first
+    // answer lists this member started; listen for them a moment longer.
+    let grace = own_cluster.map(|_| super::gather::ROUND_BUDGET);
+    match live_src::probe_settling(conn, deadline, own_cluster, settled, grace).await {
         Ok(l) => {
             let facts = live_facts(&l);
             answered(
@@ -152,7 +156,10 @@ fn live_facts(l: &live_src::LiveCluster) -> LiveFacts {
             .map(|p| verdict::LivePosition {
                 member_id: p.member_id,
                 raft_index: p.raft_index,
+                applied_index: p.applied_index,
+                applied_term: p.raft_term,
                 revision: p.revision,
+                leader: p.leader,
             })
             .collect(),
     }

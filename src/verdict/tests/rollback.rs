@@ -52,7 +52,10 @@ fn leader_at(cluster: u64, commit: u64) -> Answer<LiveFacts> {
                 .map(|id| LivePosition {
                     member_id: MemberId::new(id),
                     raft_index: Some(commit),
+                    applied_index: None,
+                    applied_term: None,
                     revision: None,
+                    leader: false,
                 })
                 .to_vec();
         },
@@ -328,7 +331,10 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
         l.positions = vec![LivePosition {
             member_id: MemberId::new(0x9),
             raft_index: Some(9),
+            applied_index: None,
+            applied_term: None,
             revision: Some(1_000_060),
+            leader: false,
         }]
     });
     assert_eq!(decide(&i).row, Row::StartRestoredAbove);
@@ -337,7 +343,10 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
         l.positions = vec![LivePosition {
             member_id: MemberId::new(0x9),
             raft_index: Some(80),
+            applied_index: None,
+            applied_term: None,
             revision: Some(70),
+            leader: false,
         }]
     });
     let d = decide(&i);
@@ -386,7 +395,10 @@ fn heard(commit: u64, others: [Option<u64>; 2]) -> Answer<LiveFacts> {
                 at.map(|n| LivePosition {
                     member_id: MemberId::new(id),
                     raft_index: Some(n),
+                    applied_index: None,
+                    applied_term: None,
                     revision: None,
+                    leader: false,
                 })
             })
             .collect();
@@ -444,7 +456,10 @@ fn regression_a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_sta
         l.positions.push(LivePosition {
             member_id: MemberId::new(0xa),
             raft_index: Some(40),
+            applied_index: None,
+            applied_term: None,
             revision: None,
+            leader: false,
         })
     });
     assert_eq!(row(&i), Row::WitnessUnread);
@@ -593,4 +608,161 @@ fn a_witness_whose_ids_cannot_be_read_is_not_dropped_in_silence() {
         "{}",
         decide(&i).reason
     );
+}
+
+/// `leader_at`, both answering members (the leader m2 and m3) having
+/// applied through `commit`, the last applied entry of `term`, at `revision`.
+fn leader_answers(commit: u64, term: u64, revision: i64) -> Answer<LiveFacts> {
+    altered(leader_at(0xc, commit), |l| {
+        l.raft_term = Some(term);
+        l.positions[0].leader = true;
+        for p in &mut l.positions {
+            p.applied_index = Some(commit);
+            p.applied_term = Some(term);
+            p.revision = Some(revision);
+        }
+    })
+}
+
+#[test]
+fn regression_a_copy_from_before_a_whole_cluster_restore_ahead_of_its_witness_is_refused() {
+    // Helper-15's finding 1: a copy from before every member was restored,
+    // at index 5000 in term 50, while the rebased witness is at 30 and the
+    // restored cluster runs in term 3. Not behind any witness, it started on
+    // row 5 and, with the highest term, led the restored cluster back to
+    // its own history. Once the restored cluster applied past the copy's
+    // index in its lower terms, every member of it says so.
+    let mut i = at(5000, 5000);
+    rec(&mut i).log_end_term = 50;
+    rec(&mut i).term = 50;
+    rec(&mut i).applied_term = Some(50);
+    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 30, 3)));
+    i.live = leader_answers(5040, 3, 5000);
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistory, 11),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason.contains("applied index 5040 in term 3")
+            && d.reason.contains("applied index 5000 of term 50")
+            && d.reason.contains("2 of the cluster's 3 voters"),
+        "{}",
+        d.reason
+    );
+    assert!(d.remedy.contains("member remove"), "{}", d.remedy);
+    // Without a majority the cluster's word is no one's: the row the
+    // position gives (here 5: ahead of its witness), not 6h.
+    i.live = altered(leader_answers(5040, 3, 5000), |l| l.majority_heard = false);
+    assert_eq!(decide(&i).row, Row::Start);
+    // One member of the two answering is not a majority of three.
+    i.live = altered(leader_answers(5040, 3, 5000), |l| {
+        l.positions[1].applied_term = Some(50)
+    });
+    assert_eq!(decide(&i).row, Row::Start);
+    // A member that applied nothing since it started reports term 0.
+    i.live = leader_answers(5040, 0, 5000);
+    assert_eq!(decide(&i).row, Row::Start);
+    // The same copy under a cluster of its own history is an ordinary
+    // member ahead of the others, or behind them.
+    i.live = leader_answers(4990, 50, 4990);
+    assert_eq!(decide(&i).row, Row::Start);
+    i.live = leader_answers(5040, 51, 5040);
+    assert_eq!(decide(&i).row, Row::Start);
+    // The documented limit (docs/decision-table.md, rule "One history never
+    // goes back"): while the restored cluster is behind the copy in index
+    // and revision, no answer of it shows another history, and the copy
+    // starts. This assertion names the gap; a sound sign for it flips it.
+    i.live = leader_answers(40, 3, 5000);
+    assert_eq!(decide(&i).row, Row::Start);
+}
+
+#[test]
+fn regression_a_copy_from_before_a_bumped_restore_behind_its_rebased_witness_is_refused() {
+    // Helper-15's finding 2: a copy at index 20 (revision 20, term 2) from
+    // before every member was restored with its revisions bumped by a
+    // million; the witness was rebased to the restored history (index 30)
+    // and the restored cluster's leader and a quorum answer at 40. Row 5d
+    // let it catch up: the histories share their founding entries, so etcd
+    // appended the restored history to a backend of the other one.
+    let mut i = at(20, 20);
+    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 30, 2)));
+    i.live = leader_answers(40, 3, 1_000_040);
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistory, 11),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason.contains("revision 1000040")
+            && d.reason.contains("applied index 20 at revision 20")
+            && d.reason.contains("in 20 entries"),
+        "{}",
+        d.reason
+    );
+    // One history: at most one revision per entry (a revision each for the
+    // 20 entries past the applied index), it catches up (5d); one more is
+    // the slack for etcd 3.5.0-3.5.2's consistent index saved early.
+    i.live = leader_answers(40, 3, 40);
+    assert_eq!(decide(&i).row, Row::StartCatchingUp);
+    i.live = leader_answers(40, 3, 41);
+    assert_eq!(decide(&i).row, Row::StartCatchingUp);
+    i.live = leader_answers(40, 3, 42);
+    assert_eq!(decide(&i).row, Row::OtherHistory);
+    // A cluster behind the directory never holds a later revision.
+    let mut i = at(50, 50);
+    i.live = leader_answers(45, 3, 45);
+    assert_eq!(decide(&i).row, Row::Start);
+    i.live = leader_answers(45, 3, 60);
+    assert_eq!(decide(&i).row, Row::OtherHistory);
+    // One member alone is not the cluster's word, leader or not: etcd
+    // 3.5.0-3.5.5 could leave a member's revision ahead of its index for
+    // good (a kill during a defragmentation).
+    for one in 0..2 {
+        i.live = altered(leader_answers(45, 3, 45), |l| {
+            l.positions[one].revision = Some(1_000_000)
+        });
+        assert_eq!(decide(&i).row, Row::Start);
+    }
+}
+
+proptest::proptest! {
+    /// Row 6h's two position signs, over every small position: a directory
+    /// at applied index 50 of term 4 and revision 50, the leader (m2) and m3
+    /// answering with positions drawn at random. It is refused as another
+    /// history exactly when both answers show one (a majority of the three
+    /// voters), and each shows one exactly when it applied past the
+    /// directory in a lower term (not 0), or its revision is more than one
+    /// further past the directory's than its commit index is past 50.
+    #[test]
+    fn the_position_signs_refuse_exactly_on_a_majority_of_answers(
+        answers in proptest::collection::vec((40u64..60, 40u64..60, 0u64..7, 40i64..60), 2),
+    ) {
+        let mut i = at(50, 50);
+        rec(&mut i).log_end_term = 4;
+        rec(&mut i).applied_term = Some(4);
+        i.live = altered(leader_answers(50, 4, 50), |l| {
+            for (p, &(commit, applied, term, revision)) in l.positions.iter_mut().zip(&answers) {
+                p.raft_index = Some(commit);
+                p.applied_index = Some(applied.min(commit));
+                p.applied_term = Some(term);
+                p.revision = Some(revision);
+            }
+            l.leader_raft_index = Some(answers[0].0);
+        });
+        let shows = |&(commit, applied, term, revision): &(u64, u64, u64, i64)| {
+            let applied = applied.min(commit);
+            (term > 0 && applied > 50 && term < 4) || revision - 50 > commit.saturating_sub(50) as i64 + 1
+        };
+        let d = decide(&i);
+        let expected = answers.iter().all(shows);
+        proptest::prop_assert_eq!(d.row == Row::OtherHistory, expected, "{:?} {}", answers, d.reason);
+        if !expected {
+            proptest::prop_assert_eq!(d.verdict, Verdict::Start, "{:?} {}", answers, d.reason);
+        }
+    }
 }
