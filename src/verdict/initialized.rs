@@ -735,20 +735,24 @@ fn other_history(c: &Ctx) -> Option<Decision> {
     ))
 }
 
-/// The second and third signs of row 6h: a majority of the voters (this
-/// member counted among them, so every other of three) each answer past this
-/// directory in a way no member of its history can. One member's answer is
-/// not enough: etcd 3.5.0-3.5.5 could save a defragmented backend's data
-/// without its consistent index, and a member killed then re-applies entries
-/// on its next start, its revision ahead of its index for good; such a
-/// member, leading, must not refuse every healthy member behind it.
+/// The second and third signs of row 6h: a strict majority of the voters,
+/// this member counted among them whatever the list says (a learner, or
+/// missing from it), and never fewer than two answers, each answer past this
+/// directory in a way no member of its history can (both others of three,
+/// three others of four or five). One member's answer is not enough: etcd
+/// 3.5.0-3.5.5 could save a defragmented backend's data without its
+/// consistent index (and 3.5.0-3.5.2 could put a stale consistent index over
+/// a leader's snapshot), and a member so left re-applies entries on its next
+/// start, its revision ahead of its index for good; such a member, leading,
+/// must not refuse every healthy member behind it.
 fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
-    let voters: std::collections::BTreeSet<MemberId> = l
+    let mut voters: std::collections::BTreeSet<MemberId> = l
         .members
         .iter()
         .filter(|m| !m.is_learner)
         .map(|m| m.id)
         .collect();
+    voters.insert(rec.member_id);
     let mut seen = std::collections::BTreeSet::new();
     let mut shown: Vec<(bool, String)> = l
         .positions
@@ -757,7 +761,7 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
         .filter(|p| seen.insert(p.member_id))
         .filter_map(|p| Some((p.leader, past_its_history(p, rec)?)))
         .collect();
-    if shown.is_empty() || shown.len() * 2 < voters.len() {
+    if shown.len() < 2 || shown.len() * 2 <= voters.len() {
         return None;
     }
     shown.sort_by_key(|(leader, _)| !leader);
