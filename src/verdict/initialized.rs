@@ -698,7 +698,7 @@ fn fork(c: &Ctx) -> Option<Decision> {
 /// Row 6h: the leader's word on the directory's cluster (the leader and half
 /// of the voters heard) is of another history under the same IDs than the one
 /// this directory holds. Starting would fork it (the same raft indexes holding
-/// different entries). Three signs, each impossible within one history:
+/// different entries). Two signs, each impossible within one history:
 ///
 /// * the list has this member as never started while the directory records
 ///   that its member published itself: nothing unstarts a member (a restore

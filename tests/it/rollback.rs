@@ -696,6 +696,11 @@ fn a_copy_from_before_a_whole_cluster_restore_is_refused_36() {
 }
 
 #[test]
+fn a_copy_from_before_a_whole_cluster_restore_is_refused_37() {
+    a_copy_from_before_a_whole_cluster_restore(EtcdVersion::V3_7);
+}
+
+#[test]
 fn a_copy_from_before_a_whole_cluster_restore_is_refused_35() {
     a_copy_from_before_a_whole_cluster_restore(EtcdVersion::V3_5Latest);
 }
