@@ -371,7 +371,7 @@ pub async fn probe_settling(
     // Dropping the JoinSet would abort the attempts still running too.
     tasks.abort_all();
     if !answers.is_empty() {
-        return Ok(merge(answers));
+        return Ok(merge(answers, own_cluster));
     }
 
     let attempts = conn
@@ -438,8 +438,22 @@ fn leader_heard(answers: &[LiveCluster]) -> bool {
 /// entry, never undone, so an answer without it is only behind. Members only a
 /// staler view lists were removed since and are left out. Cluster IDs that
 /// differ from the base's are kept in `other_cluster_ids`.
-fn merge(answers: Vec<LiveCluster>) -> LiveCluster {
-    let mut base = answers[freshest(&answers)].clone();
+fn merge(answers: Vec<LiveCluster>, own_cluster: Option<ClusterId>) -> LiveCluster {
+    // The base is the freshest answer of the directory's own cluster when one
+    // answered: a fresher answer of another cluster the endpoints also reach
+    // must not hide this cluster's list and positions (it is a warning, not
+    // the view).
+    let base_of = |a: &LiveCluster| own_cluster.is_none_or(|id| a.cluster_id == id);
+    let base_i = if answers.iter().any(base_of) {
+        let candidates: Vec<usize> = (0..answers.len())
+            .filter(|&i| base_of(&answers[i]))
+            .collect();
+        let own: Vec<LiveCluster> = candidates.iter().map(|&i| answers[i].clone()).collect();
+        candidates[freshest(&own)]
+    } else {
+        freshest(&answers)
+    };
+    let mut base = answers[base_i].clone();
     // Who was heard counts within the base's cluster only: a one-member
     // cluster some endpoint also reaches is its own leader and majority, and
     // says nothing about this one.
@@ -854,7 +868,7 @@ mod tests {
             vec![stale.clone(), fresh.clone()],
             vec![fresh.clone(), stale.clone()],
         ] {
-            let merged = merge(answers);
+            let merged = merge(answers, None);
             let m3 = merged
                 .members
                 .iter()
@@ -874,7 +888,7 @@ mod tests {
         let (mut stale, mut fresh) = views();
         stale.members[2] = member(3, "m3", true);
         fresh.members[2] = member(3, "", false);
-        let merged = merge(vec![fresh, stale]);
+        let merged = merge(vec![fresh, stale], None);
         assert!(merged.members[2].started);
     }
 
@@ -900,7 +914,7 @@ mod tests {
                 member(5, "", false),
             ],
         );
-        let merged = merge(vec![stale, fresh]);
+        let merged = merge(vec![stale, fresh], None);
         let ids: Vec<u64> = merged.members.iter().map(|m| m.member.id.get()).collect();
         assert_eq!(ids, vec![1, 2, 5]);
         assert!(!merged.members[2].started);
@@ -921,7 +935,7 @@ mod tests {
         b.raft_index = Some(60);
         let mut c = answer(3, None, vec![member(3, "m3", true)]);
         c.raft_index = None;
-        let merged = merge(vec![c, a, b]);
+        let merged = merge(vec![c, a, b], None);
         assert_eq!(merged.responder_member_id, MemberId::new(2), "{merged:?}");
     }
 
@@ -931,21 +945,43 @@ mod tests {
         // Both report member 2 as the leader; only member 2's answer is the leader's.
         assert!(!leader_heard(std::slice::from_ref(&stale)));
         assert!(leader_heard(std::slice::from_ref(&fresh)));
-        assert!(!merge(vec![stale.clone()]).leader_heard);
-        assert!(merge(vec![stale, fresh]).leader_heard);
+        assert!(!merge(vec![stale.clone()], None).leader_heard);
+        assert!(merge(vec![stale, fresh], None).leader_heard);
     }
 
     #[test]
     fn answers_for_different_clusters_are_kept_not_dropped() {
         let (stale, mut fresh) = views();
         fresh.cluster_id = ClusterId::new(0xc2);
-        let merged = merge(vec![stale, fresh]);
+        let merged = merge(vec![stale, fresh], None);
         assert_eq!(
             merged.cluster_id,
             ClusterId::new(0xc2),
             "the freshest view's"
         );
         assert_eq!(merged.other_cluster_ids, vec![ClusterId::new(0xc1)]);
+    }
+
+    #[test]
+    fn the_directorys_own_cluster_is_the_base_however_fresh_another_is() {
+        // The endpoints also reach cluster c2, fresher than the directory's c1:
+        // c1's list and positions are the view, c2 a warning (helper-17 #2).
+        let (stale, mut fresh) = views();
+        fresh.cluster_id = ClusterId::new(0xc2);
+        for answers in [
+            vec![stale.clone(), fresh.clone()],
+            vec![fresh.clone(), stale.clone()],
+        ] {
+            let merged = merge(answers.clone(), Some(ClusterId::new(0xc1)));
+            assert_eq!(merged.cluster_id, ClusterId::new(0xc1), "{merged:?}");
+            assert_eq!(merged.responder_member_id, MemberId::new(1));
+            assert_eq!(merged.other_cluster_ids, vec![ClusterId::new(0xc2)]);
+            assert_eq!(merged.positions.len(), 1, "c1's answers only");
+            assert!(!merged.leader_heard, "c2's leader is not c1's");
+            // A directory of a cluster no endpoint reaches: the freshest view.
+            let merged = merge(answers, Some(ClusterId::new(0xc3)));
+            assert_eq!(merged.cluster_id, ClusterId::new(0xc2));
+        }
     }
 
     #[test]
