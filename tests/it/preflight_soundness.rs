@@ -546,6 +546,73 @@ fn regression_endpoints_reaching_two_clusters_never_decide_by_timing_on_etcd_3_7
     endpoints_reaching_two_clusters(EtcdVersion::V3_7);
 }
 
+/// Case 8b: the endpoints also reach cluster B, which has applied far more
+/// entries than the directory's cluster A: A's own answers are still the view.
+/// A's m2 was removed while it was down (its directory does not know), so A's
+/// leader and majority say it is no member; before f06b7b8 the freshest answer
+/// of any cluster was the view, B's, and A's word was lost: `start`.
+fn a_fresher_other_cluster_does_not_hide_a_removal(version: EtcdVersion) {
+    let step = "a removal behind a fresher other cluster";
+    let a = Cluster::builder(version)
+        .members(3)
+        .token("fresher-a")
+        .start();
+    let b = Cluster::builder(version)
+        .members(1)
+        .token("fresher-b")
+        .start();
+    a.put("tenant/config", "precious");
+    settle(&a, "marker/a-formed");
+    let removed = a[2].id().expect("m2's ID");
+    a[2].stop();
+    a.member_remove(removed);
+    settle(&a, "marker/m2-removed");
+    // B's applied index passes A's by far.
+    b.put_many("b/", 300, 16);
+    let endpoints = format!(
+        "{},{},{}",
+        b[0].client_url(),
+        a[0].client_url(),
+        a[1].client_url()
+    );
+    let env = with(&a.agent_env(2), "ETCD_PEER_ENDPOINTS", &endpoints);
+    // The wait ends once A's leader and majority answered: B is among the
+    // answers when it answered before them, most runs (the warning says so).
+    let mut heard_b = 0;
+    for _ in 0..10 {
+        let v = preflight(&env);
+        v.expect(step, 11, "refuse-foreign")
+            .row(step, "6b")
+            .reason_mentions(step, "removed");
+        let warned = v.doc()["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .is_some_and(|w| w.contains("also reaches cluster"))
+            })
+        });
+        heard_b += usize::from(warned);
+    }
+    assert!(
+        heard_b > 0,
+        "{step}: B never answered before A's leader and majority in 10 runs"
+    );
+}
+
+#[test]
+fn regression_a_fresher_other_cluster_does_not_hide_a_removal_on_etcd_3_5() {
+    a_fresher_other_cluster_does_not_hide_a_removal(EtcdVersion::V3_5);
+}
+
+#[test]
+fn regression_a_fresher_other_cluster_does_not_hide_a_removal_on_etcd_3_6() {
+    a_fresher_other_cluster_does_not_hide_a_removal(EtcdVersion::V3_6);
+}
+
+#[test]
+fn regression_a_fresher_other_cluster_does_not_hide_a_removal_on_etcd_3_7() {
+    a_fresher_other_cluster_does_not_hide_a_removal(EtcdVersion::V3_7);
+}
+
 /// The newest 3.5 too: `AGENT_TEST_ALL_LINES=1 scripts/test`.
 mod every_line {
     use super::*;
