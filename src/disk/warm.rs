@@ -19,6 +19,12 @@
 //! the verdict is not `start` (etcd will not read the files), and the process
 //! waits for it only after the verdict has been written, and only until the
 //! deadline.
+//!
+//! Page cache is charged to the memory cgroup of the process that reads it in:
+//! under a container memory limit that cannot hold the WAL and the backend
+//! together (the shipped 256 MiB limit and a 1 GiB WAL), what is read ahead is
+//! reclaimed before etcd reads it, and evicts the WAL preflight just read.
+//! The read-ahead is then skipped ([`Memory`]): it would only add I/O.
 
 use std::fs::File;
 use std::os::fd::AsFd;
@@ -47,6 +53,171 @@ pub struct Warmed {
     pub bytes: u64,
     /// Whether the advice stopped before the end (the verdict was not `start`).
     pub stopped: bool,
+    /// Set when nothing was advised because the container's memory limit
+    /// leaves less room for page cache than the WAL and the files to read
+    /// ahead need.
+    pub skipped: Option<Skipped>,
+}
+
+/// Why the read-ahead was skipped: the room under the memory limit, and what
+/// the WAL and the read-ahead would have needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skipped {
+    /// Bytes the memory cgroup can still charge (its limit, the lowest of its
+    /// ancestors' it can see, less what it uses).
+    pub room: u64,
+    /// The WAL's bytes plus the files' to read ahead.
+    pub need: u64,
+}
+
+/// The memory cgroup this process is charged to: cgroup v2's `memory.max` and
+/// `memory.current`, or v1's `memory.limit_in_bytes` (the lowest of the
+/// hierarchy through `memory.stat`'s `hierarchical_memory_limit`) and
+/// `memory.usage_in_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// The limit; `None` when there is none.
+    pub limit: Option<u64>,
+    /// What is charged now.
+    pub usage: u64,
+}
+
+impl Memory {
+    /// The room left for page cache; `None` without a limit.
+    pub fn room(&self) -> Option<u64> {
+        self.limit.map(|l| l.saturating_sub(self.usage))
+    }
+
+    /// Reads this process's memory cgroup under `root` (`/sys/fs/cgroup`) from
+    /// `proc_cgroup` (the text of `/proc/self/cgroup`). `None` when no memory
+    /// controller can be read: then nothing is known, and the read-ahead runs.
+    pub fn read(root: &Path, proc_cgroup: &str) -> Option<Memory> {
+        let mut v1 = None;
+        let mut v2 = None;
+        for line in proc_cgroup.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(id), Some(controllers), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if id == "0" && controllers.is_empty() {
+                v2 = Some(path.trim_start_matches('/'));
+            } else if controllers.split(',').any(|c| c == "memory") {
+                v1 = Some(path.trim_start_matches('/'));
+            }
+        }
+        if let Some(path) = v1 {
+            // The cgroup's own directory as the host sees it, or, in a
+            // container (its cgroup mounted as the root), the root itself.
+            let base = root.join("memory");
+            for dir in [base.join(path), base.clone()] {
+                if let Some(m) = read_v1(&dir) {
+                    return Some(m);
+                }
+            }
+        }
+        if let Some(path) = v2 {
+            for dir in [root.join(path), root.to_path_buf()] {
+                if let Some(m) = read_v2(root, &dir) {
+                    return Some(m);
+                }
+            }
+        }
+        None
+    }
+
+    /// [`Memory::read`] of this process.
+    pub fn of_this_process() -> Option<Memory> {
+        let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        Memory::read(Path::new("/sys/fs/cgroup"), &text)
+    }
+}
+
+/// A limit of this many bytes or more is none (v1 writes `PAGE_COUNTER_MAX`
+/// pages as 9223372036854771712).
+const NO_LIMIT: u64 = 1 << 62;
+
+fn read_number(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn read_v1(dir: &Path) -> Option<Memory> {
+    let usage = read_number(&dir.join("memory.usage_in_bytes"))?;
+    let own = read_number(&dir.join("memory.limit_in_bytes"))?;
+    let hierarchical = std::fs::read_to_string(dir.join("memory.stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.lines().find_map(|l| {
+                l.strip_prefix("hierarchical_memory_limit ")
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            })
+        });
+    let limit = hierarchical.map_or(own, |h| h.min(own));
+    Some(Memory {
+        limit: (limit < NO_LIMIT).then_some(limit),
+        usage,
+    })
+}
+
+fn read_v2(root: &Path, dir: &Path) -> Option<Memory> {
+    let usage = read_number(&dir.join("memory.current"))?;
+    // The lowest `memory.max` from this cgroup up to the root it can see.
+    let mut limit: Option<u64> = None;
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if let Ok(text) = std::fs::read_to_string(d.join("memory.max")) {
+            if let Ok(n) = text.trim().parse::<u64>() {
+                limit = Some(limit.map_or(n, |l| l.min(n)));
+            }
+        }
+        if d == root {
+            break;
+        }
+        at = d.parent().filter(|p| p.starts_with(root));
+    }
+    Some(Memory {
+        limit: limit.filter(|&l| l < NO_LIMIT),
+        usage,
+    })
+}
+
+/// Whether reading `ahead` bytes ahead after a WAL of `wal` bytes fits the
+/// memory cgroup: what does not fit is reclaimed before etcd reads it.
+pub fn fits(memory: Option<Memory>, wal: u64, ahead: u64) -> Result<(), Skipped> {
+    let need = wal.saturating_add(ahead);
+    match memory.and_then(|m| m.room()) {
+        Some(room) if room < need => Err(Skipped { room, need }),
+        _ => Ok(()),
+    }
+}
+
+/// The bytes of the WAL's segments in `dir` (its `.wal` files, not etcd's
+/// preallocated `.tmp`); what cannot be listed counts 0.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            e.file_name()
+                .to_str()?
+                .ends_with(".wal")
+                .then(|| e.metadata().ok())?
+        })
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn file_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .filter_map(|f| std::fs::symlink_metadata(f).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// A read-ahead in progress; [`ReadAhead::finish`] ends it.
@@ -76,25 +247,37 @@ pub fn targets(paths: &Paths) -> Vec<PathBuf> {
 /// directory `paths` names ([`targets`]), on a thread of its own: listing the
 /// snapshot directory, like every access to the volume, happens there, so a
 /// volume that hangs holds that thread, never the decision.
-pub fn start_for(paths: &Paths) -> ReadAhead {
+///
+/// Skipped when `memory` (this process's memory cgroup) leaves less room than
+/// the WAL and those files need ([`fits`]).
+pub fn start_for(paths: &Paths, memory: Option<Memory>) -> ReadAhead {
     let paths = paths.clone();
-    spawn(move || targets(&paths))
+    spawn(move || {
+        let files = targets(&paths);
+        fits(memory, dir_bytes(&paths.wal_dir), file_bytes(&files)).map(|()| files)
+    })
 }
 
 /// Starts advising the kernel to read `files` ahead, on a thread of its own.
 pub fn start(files: Vec<PathBuf>) -> ReadAhead {
-    spawn(move || files)
+    spawn(move || Ok(files))
 }
 
-fn spawn(files: impl FnOnce() -> Vec<PathBuf> + Send + 'static) -> ReadAhead {
+fn spawn(files: impl FnOnce() -> Result<Vec<PathBuf>, Skipped> + Send + 'static) -> ReadAhead {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = Arc::clone(&stop);
     let spawned = thread::Builder::new()
         .name("read-ahead".into())
         .spawn(move || {
-            let files = files();
-            let _ = tx.send(advise_all(&files, &flag));
+            let warmed = match files() {
+                Ok(files) => advise_all(&files, &flag),
+                Err(skipped) => Warmed {
+                    skipped: Some(skipped),
+                    ..Warmed::default()
+                },
+            };
+            let _ = tx.send(warmed);
         });
     if let Err(e) = spawned {
         tracing::debug!(error = %e, "no read-ahead: cannot start its thread");
@@ -205,11 +388,160 @@ mod tests {
             Warmed {
                 files: 1,
                 bytes: 9 << 20,
-                stopped: false
+                stopped: false,
+                skipped: None
             }
         );
         assert_eq!(std::fs::read(&db).unwrap(), bytes);
         assert_eq!(std::fs::metadata(&db).unwrap().modified().unwrap(), before);
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn the_memory_cgroup_is_read_on_v1_with_its_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        let proc = "12:memory:/kubepods/pod1/c1\n11:cpu,cpuacct:/kubepods/pod1/c1\n0::/\n";
+        let dir = root.path().join("memory/kubepods/pod1/c1");
+        write(&dir.join("memory.usage_in_bytes"), "50331648\n");
+        write(&dir.join("memory.limit_in_bytes"), "268435456\n");
+        write(
+            &dir.join("memory.stat"),
+            "cache 1\nhierarchical_memory_limit 134217728\nrss 2\n",
+        );
+        let m = Memory::read(root.path(), proc).expect("v1");
+        assert_eq!(
+            m,
+            Memory {
+                limit: Some(128 << 20),
+                usage: 48 << 20
+            },
+            "the pod's lower limit counts"
+        );
+        assert_eq!(m.room(), Some(80 << 20));
+        // No limit anywhere: v1's PAGE_COUNTER_MAX.
+        write(&dir.join("memory.limit_in_bytes"), "9223372036854771712\n");
+        write(
+            &dir.join("memory.stat"),
+            "hierarchical_memory_limit 9223372036854771712\n",
+        );
+        assert_eq!(Memory::read(root.path(), proc).unwrap().limit, None);
+        // In a container its own cgroup is the mount's root.
+        let inside = tempfile::tempdir().unwrap();
+        write(&inside.path().join("memory/memory.usage_in_bytes"), "1");
+        write(&inside.path().join("memory/memory.limit_in_bytes"), "4096");
+        assert_eq!(Memory::read(inside.path(), proc).unwrap().limit, Some(4096));
+    }
+
+    #[test]
+    fn the_memory_cgroup_is_read_on_v2_with_its_ancestors() {
+        let root = tempfile::tempdir().unwrap();
+        let proc = "0::/kubepods/pod1/c1\n";
+        let dir = root.path().join("kubepods/pod1/c1");
+        write(&dir.join("memory.current"), "1048576\n");
+        write(&dir.join("memory.max"), "max\n");
+        write(&root.path().join("kubepods/pod1/memory.max"), "67108864\n");
+        let m = Memory::read(root.path(), proc).expect("v2");
+        assert_eq!(m.limit, Some(64 << 20), "the pod's limit");
+        assert_eq!(m.room(), Some(63 << 20));
+        write(&root.path().join("kubepods/pod1/memory.max"), "max\n");
+        assert_eq!(Memory::read(root.path(), proc).unwrap().limit, None);
+    }
+
+    #[test]
+    fn an_unreadable_or_garbled_cgroup_is_unknown_and_never_panics() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(Memory::read(root.path(), "12:memory:/x\n0::/\n"), None);
+        write(&root.path().join("memory/x/memory.usage_in_bytes"), "lots");
+        write(
+            &root.path().join("memory/x/memory.limit_in_bytes"),
+            "\u{0}\u{ff}",
+        );
+        for proc in [
+            "",
+            ":::",
+            "12:memory",
+            "\n\n0::",
+            "x:memory:/x",
+            "0::/../../..",
+        ] {
+            let _ = Memory::read(root.path(), proc);
+        }
+        assert_eq!(Memory::read(root.path(), "12:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn the_read_ahead_runs_only_where_the_wal_and_the_files_fit() {
+        let limited = |limit, usage| {
+            Some(Memory {
+                limit: Some(limit),
+                usage,
+            })
+        };
+        assert_eq!(fits(None, 1 << 30, 1 << 30), Ok(()), "nothing known");
+        let unlimited = Some(Memory {
+            limit: None,
+            usage: 1 << 20,
+        });
+        assert_eq!(fits(unlimited, 1 << 30, 1 << 30), Ok(()));
+        assert_eq!(fits(limited(3 << 30, 1 << 20), 1 << 30, 1 << 30), Ok(()));
+        assert_eq!(
+            fits(limited(256 << 20, 16 << 20), 1 << 30, 1 << 30),
+            Err(Skipped {
+                room: 240 << 20,
+                need: 2 << 30
+            }),
+            "the shipped 256 MiB limit and a 1 GiB WAL and db"
+        );
+        assert!(
+            fits(limited(1 << 20, 2 << 20), 0, 0).is_ok(),
+            "nothing to read"
+        );
+    }
+
+    #[test]
+    fn a_read_ahead_that_does_not_fit_advises_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::new(dir.path(), None);
+        std::fs::create_dir_all(&paths.snap_dir).unwrap();
+        std::fs::create_dir_all(&paths.wal_dir).unwrap();
+        std::fs::write(paths.snap_dir.join("db"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::write(
+            paths.wal_dir.join("0000000000000000-0000000000000000.wal"),
+            vec![0u8; 1 << 20],
+        )
+        .unwrap();
+        // etcd's preallocated next segment is not read on start.
+        std::fs::write(paths.wal_dir.join("0.tmp"), vec![0u8; 4 << 20]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let tight = Memory {
+            limit: Some((2 << 20) - 1),
+            usage: 0,
+        };
+        let w = start_for(&paths, Some(tight))
+            .finish(true, deadline)
+            .unwrap();
+        assert_eq!(
+            w,
+            Warmed {
+                skipped: Some(Skipped {
+                    room: (2 << 20) - 1,
+                    need: 2 << 20
+                }),
+                ..Warmed::default()
+            }
+        );
+        let room = Memory {
+            limit: Some(2 << 20),
+            usage: 0,
+        };
+        let w = start_for(&paths, Some(room))
+            .finish(true, deadline)
+            .unwrap();
+        assert_eq!((w.files, w.bytes, w.skipped), (1, 1 << 20, None));
     }
 
     #[test]
@@ -223,7 +555,8 @@ mod tests {
             Warmed {
                 files: 0,
                 bytes: 0,
-                stopped: true
+                stopped: true,
+                skipped: None
             }
         );
         // `finish` for a verdict other than `start` sets the same flag.

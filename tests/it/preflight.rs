@@ -756,3 +756,138 @@ fn read_ahead_on_or_off_gives_the_same_verdict_and_report() {
     flip_a_byte_in_an_early_wal_record(cluster[1].data_dir());
     runs("a corrupt WAL", 12, "refuse-corrupt");
 }
+
+/// A memory cgroup of its own with `limit` bytes, removed on drop: what a
+/// container's memory limit does to the page cache its reads bring in.
+struct Memcg {
+    dir: PathBuf,
+}
+
+impl Memcg {
+    /// `None` (after saying why) where this machine has no memory cgroup this
+    /// test can make: cgroup v1's memory controller, or v2's enabled at the root.
+    fn new(name: &str, limit: u64) -> Option<Memcg> {
+        let name = format!("{name}-{}", std::process::id());
+        let (dir, file) = if Path::new("/sys/fs/cgroup/memory").is_dir() {
+            (
+                Path::new("/sys/fs/cgroup/memory").join(&name),
+                "memory.limit_in_bytes",
+            )
+        } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        {
+            (Path::new("/sys/fs/cgroup").join(&name), "memory.max")
+        } else {
+            skip("needs a memory cgroup (cgroup v1's memory controller, or v2's enabled at the root)");
+            return None;
+        };
+        if let Err(e) = std::fs::create_dir(&dir) {
+            skip(format!(
+                "cannot make the memory cgroup {}: {e} (needs root)",
+                dir.display()
+            ));
+            return None;
+        }
+        let memcg = Memcg { dir };
+        std::fs::write(memcg.dir.join(file), limit.to_string()).expect("set the memory limit");
+        Some(memcg)
+    }
+}
+
+impl Drop for Memcg {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Page cache is charged to the memory cgroup of the process that reads it
+/// in: under a container memory limit that cannot hold the WAL and the db,
+/// what preflight read ahead would be reclaimed before etcd reads it (and
+/// would evict the WAL it just read), so the read-ahead is skipped and the log
+/// says why and what to raise; the verdict and the report are the same as
+/// without a limit. On a real etcd 3.6 directory (its WAL a preallocated
+/// 64 MiB segment) in a 40 MiB memory cgroup.
+#[test]
+fn under_a_memory_limit_too_small_for_the_wal_and_db_the_read_ahead_is_skipped() {
+    let Some(memcg) = Memcg::new("etcd-agent-read-ahead", 40 << 20) else {
+        return;
+    };
+    let cluster = Cluster::builder(EtcdVersion::V3_6)
+        .members(1)
+        .token("read-ahead-memcg")
+        .start();
+    cluster.put("tenant/config", "precious");
+    cluster[0].stop();
+    let env = with(
+        &with(&cluster.agent_env(0), "AGENT_LOG", "info"),
+        "AGENT_READ_AHEAD",
+        "true",
+    );
+    let free = preflight(&env);
+    free.expect("no memory limit", 0, "start");
+
+    let out = tempfile::tempdir().expect("tempdir");
+    let limited = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$0/cgroup.procs" && exec "$@""#)
+        .arg(&memcg.dir)
+        .args([AGENT_BIN, "preflight", "-o", "json"])
+        .env_clear()
+        .envs(
+            [
+                ("AGENT_KUBE", "false".to_owned()),
+                ("AGENT_TIMEOUT", "10s".to_owned()),
+                (
+                    "AGENT_VERDICT_FILE",
+                    out.path().join("verdict.json").display().to_string(),
+                ),
+                (
+                    "TERMINATION_LOG",
+                    out.path().join("termination-log").display().to_string(),
+                ),
+                ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ]
+            .into_iter()
+            .fold(env.clone(), |e, (k, v)| with(&e, k, v)),
+        )
+        .output()
+        .expect("run preflight in the memory cgroup");
+    let stderr = String::from_utf8_lossy(&limited.stderr);
+    assert_eq!(limited.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&limited.stdout).expect("the JSON document");
+    assert_eq!(
+        untimed(&doc),
+        untimed(free.doc()),
+        "the memory limit changed the report\n{stderr}"
+    );
+    let logged = |run: &str, message: &str| {
+        run.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(message))
+            })
+    };
+    let skipped = logged(&stderr, "read-ahead skipped")
+        .unwrap_or_else(|| panic!("under the limit it says it skipped\n{stderr}"));
+    assert_eq!(skipped["level"], "WARN", "{skipped}");
+    assert!(
+        skipped["room_mib"].as_u64().is_some_and(|r| r < 40)
+            && skipped["need_mib"].as_u64().is_some_and(|n| n >= 64),
+        "{skipped}"
+    );
+    assert!(
+        skipped["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("raise the preflight container's memory limit")),
+        "{skipped}"
+    );
+    assert_eq!(logged(&stderr, "read ahead for etcd"), None, "{stderr}");
+    assert!(
+        logged(&free.run.stderr, "read ahead for etcd").is_some(),
+        "without a limit it reads ahead\n{}",
+        free.run
+    );
+}

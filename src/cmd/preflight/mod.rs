@@ -63,7 +63,9 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     // Started before the directory is read, so that the backend comes in while
     // the WAL is verified; it decides nothing (crate::disk::warm).
-    let reading_ahead = args.read_ahead.then(|| warm::start_for(&cfg.paths));
+    let reading_ahead = args
+        .read_ahead
+        .then(|| warm::start_for(&cfg.paths, warm::Memory::of_this_process()));
     let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
@@ -96,6 +98,16 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
         // After the verdict is out: etcd reads these files only when it starts.
         let starts = matches!(report.verdict, Verdict::Start);
         match r.finish(starts, started + cfg.timeout) {
+            Some(warm::Warmed {
+                skipped: Some(skip),
+                ..
+            }) => tracing::warn!(
+                room_mib = skip.room >> 20,
+                need_mib = skip.need >> 20,
+                "read-ahead skipped: this container's memory limit leaves {} MiB for page cache, less than the {} MiB of WAL and db etcd reads on start, so what preflight read would be reclaimed before etcd reads it; to let preflight warm etcd's cold start, raise the preflight container's memory limit above that (or remove it)",
+                skip.room >> 20,
+                skip.need >> 20
+            ),
             Some(w) => tracing::info!(
                 files = w.files,
                 bytes = w.bytes,
