@@ -101,6 +101,16 @@ impl Memory {
             else {
                 continue;
             };
+            // A path that climbs (`..`: a process outside its cgroup
+            // namespace's root) names no cgroup under `root` to read.
+            if Path::new(path).components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            }) {
+                continue;
+            }
             if id == "0" && controllers.is_empty() {
                 v2 = Some(path.trim_start_matches('/'));
             } else if controllers.split(',').any(|c| c == "memory") {
@@ -248,13 +258,17 @@ pub fn targets(paths: &Paths) -> Vec<PathBuf> {
 /// snapshot directory, like every access to the volume, happens there, so a
 /// volume that hangs holds that thread, never the decision.
 ///
-/// Skipped when `memory` (this process's memory cgroup) leaves less room than
-/// the WAL and those files need ([`fits`]).
-pub fn start_for(paths: &Paths, memory: Option<Memory>) -> ReadAhead {
+/// Skipped when `memory` (this process's memory cgroup, read on that thread
+/// too: [`Memory::of_this_process`]) leaves less room than the WAL and those
+/// files need ([`fits`]).
+pub fn start_for(
+    paths: &Paths,
+    memory: impl FnOnce() -> Option<Memory> + Send + 'static,
+) -> ReadAhead {
     let paths = paths.clone();
     spawn(move || {
         let files = targets(&paths);
-        fits(memory, dir_bytes(&paths.wal_dir), file_bytes(&files)).map(|()| files)
+        fits(memory(), dir_bytes(&paths.wal_dir), file_bytes(&files)).map(|()| files)
     })
 }
 
@@ -471,6 +485,12 @@ mod tests {
             let _ = Memory::read(root.path(), proc);
         }
         assert_eq!(Memory::read(root.path(), "12:memory:/x\n"), None);
+        // A path that climbs out of the root is not read, nor replaced by the
+        // root's own files.
+        write(&root.path().join("memory.current"), "1");
+        write(&root.path().join("memory.max"), "4096");
+        assert_eq!(Memory::read(root.path(), "0::/../sibling\n"), None);
+        assert!(Memory::read(root.path(), "0::/\n").is_some());
     }
 
     #[test]
@@ -521,7 +541,7 @@ mod tests {
             limit: Some((2 << 20) - 1),
             usage: 0,
         };
-        let w = start_for(&paths, Some(tight))
+        let w = start_for(&paths, move || Some(tight))
             .finish(true, deadline)
             .unwrap();
         assert_eq!(
@@ -538,7 +558,7 @@ mod tests {
             limit: Some(2 << 20),
             usage: 0,
         };
-        let w = start_for(&paths, Some(room))
+        let w = start_for(&paths, move || Some(room))
             .finish(true, deadline)
             .unwrap();
         assert_eq!((w.files, w.bytes, w.skipped), (1, 1 << 20, None));

@@ -403,7 +403,8 @@ fn freshest(answers: &[LiveCluster]) -> usize {
 }
 
 /// Whether the distinct voting members that answered are at least half of the
-/// voting members of the freshest view. This member counts among the voters
+/// voting members of the freshest view among `answers` (the caller passes one
+/// cluster's answers). This member counts among the voters
 /// but cannot answer before it starts; an entry committed on a majority of N
 /// voters is on at least N/2 of the others, so ⌈N/2⌉ of them always include one
 /// that has it.
@@ -433,7 +434,9 @@ fn leader_heard(answers: &[LiveCluster]) -> bool {
         .any(|a| a.leader == Some(a.responder_member_id))
 }
 
-/// One view from several answers: the freshest is the base, and a member any
+/// One view from several answers: the freshest of the directory's own
+/// cluster (`own_cluster`; of any cluster when it is `None` or none of its
+/// answers came) is the base, and a member any
 /// answer lists as started has started — publishing a name is a committed
 /// entry, never undone, so an answer without it is only behind. Members only a
 /// staler view lists were removed since and are left out. Cluster IDs that

@@ -256,8 +256,10 @@ impl LiveFacts {
         }
     }
 
-    /// The list is the leader's word on `cluster`: the freshest answer is of
-    /// that cluster, and the leader and half of the voters were heard.
+    /// The list is the leader's word on `cluster`: the view is of that cluster
+    /// (the freshest answer of the directory's own cluster when one answered,
+    /// else the freshest of any), and its leader and half of its voters were
+    /// heard.
     pub(super) fn authoritative_for(&self, cluster: ClusterId) -> bool {
         self.cluster_id == cluster && self.leader_heard && self.majority_heard
     }

@@ -65,7 +65,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     // the WAL is verified; it decides nothing (crate::disk::warm).
     let reading_ahead = args
         .read_ahead
-        .then(|| warm::start_for(&cfg.paths, warm::Memory::of_this_process()));
+        .then(|| warm::start_for(&cfg.paths, warm::Memory::of_this_process));
     let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
@@ -101,7 +101,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
             Some(warm::Warmed {
                 skipped: Some(skip),
                 ..
-            }) => tracing::warn!(
+            }) if starts => tracing::warn!(
                 room_mib = skip.room >> 20,
                 need_mib = skip.need >> 20,
                 "read-ahead skipped: this container's memory limit leaves {} MiB for page cache, less than the {} MiB of WAL and db etcd reads on start, so what preflight read would be reclaimed before etcd reads it; to let preflight warm etcd's cold start, raise the preflight container's memory limit above that (or remove it)",
