@@ -392,9 +392,15 @@ pub async fn probe_settling(
 /// where `Status` gives no applied index, as etcd 3.4's does not); the first to
 /// answer among equals.
 fn freshest(answers: &[LiveCluster]) -> usize {
+    freshest_where(answers, |_| true)
+}
+
+/// [`freshest`] among the answers `keep` keeps (0 when it keeps none).
+fn freshest_where(answers: &[LiveCluster], keep: impl Fn(&LiveCluster) -> bool) -> usize {
     answers
         .iter()
         .enumerate()
+        .filter(|(_, a)| keep(a))
         .max_by_key(|(i, a)| {
             let applied = a.raft_applied_index.filter(|&x| x > 0).or(a.raft_index);
             (applied.unwrap_or(0), std::cmp::Reverse(*i))
@@ -446,17 +452,11 @@ fn merge(answers: Vec<LiveCluster>, own_cluster: Option<ClusterId>) -> LiveClust
     // answered: a fresher answer of another cluster the endpoints also reach
     // must not hide this cluster's list and positions (it is a warning, not
     // the view).
-    let base_of = |a: &LiveCluster| own_cluster.is_none_or(|id| a.cluster_id == id);
-    let base_i = if answers.iter().any(base_of) {
-        let candidates: Vec<usize> = (0..answers.len())
-            .filter(|&i| base_of(&answers[i]))
-            .collect();
-        let own: Vec<LiveCluster> = candidates.iter().map(|&i| answers[i].clone()).collect();
-        candidates[freshest(&own)]
-    } else {
-        freshest(&answers)
-    };
-    let mut base = answers[base_i].clone();
+    let own_cluster = own_cluster.filter(|&id| answers.iter().any(|a| a.cluster_id == id));
+    let mut base = answers[freshest_where(&answers, |a| {
+        own_cluster.is_none_or(|id| a.cluster_id == id)
+    })]
+    .clone();
     // Who was heard counts within the base's cluster only: a one-member
     // cluster some endpoint also reaches is its own leader and majority, and
     // says nothing about this one.
