@@ -32,6 +32,7 @@ mod faults;
 mod fleet;
 mod fuzz_corpus;
 mod harness_smoke;
+mod hashkv;
 mod inject;
 mod inspect;
 mod install;

@@ -383,7 +383,7 @@ fn a_wal_put_back_under_a_current_db(version: EtcdVersion, formed_by_restore: bo
 
 /// etcd's documented disaster recovery: `snapshot restore` into every member's
 /// data dir with its own name, the whole --initial-cluster and the token.
-fn restore_everyone(cluster: &Cluster, snapshot: &Path, bump: Option<u64>) {
+pub(crate) fn restore_everyone(cluster: &Cluster, snapshot: &Path, bump: Option<u64>) {
     let version = cluster[0].version();
     let etcdutl = version.etcdutl().expect("etcdutl of the line");
     let initial: Vec<String> = cluster

@@ -36,6 +36,7 @@ use crate::disk::pb::PbError;
 use crate::disk::reader::{IoError, PosReader};
 
 mod etcd;
+mod hashkv;
 mod meta;
 mod page;
 mod walk;
@@ -44,6 +45,7 @@ pub use etcd::{
     detect_storage_version, main_revision, parse_semver, semver_minor, Backend, BackendAlarm,
     Downgrade, KvHash, StorageVersionSource,
 };
+pub use hashkv::{HashAt, Unknown as HashUnknown, MAX_TRACKED_KEYS};
 pub use meta::VERSION;
 
 use meta::{Chosen, Meta};

@@ -41,7 +41,7 @@ pub use agent::{
 };
 pub use blackhole::BlackHole;
 pub use cluster::Cluster;
-pub use etcd::{etcd35_dir, etcdutl_status, etcdutl_status_of, EtcdVersion};
+pub use etcd::{etcd35_dir, etcdctl_command, etcdutl_status, etcdutl_status_of, EtcdVersion};
 pub use gateway::{base64_decode, base64_encode, health, HttpConn};
 pub use kube_apiserver::{
     client_from, kube_apiserver_version, KubeApiServer, AGENT_SERVICE_ACCOUNT,
