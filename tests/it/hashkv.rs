@@ -6,7 +6,7 @@
 //! and created again, a lease, a compaction, a physical one, and (where
 //! etcdutl can) a restore bumped and marked compacted.
 
-use etcd_member_agent::disk::bbolt::{Db, HashAt};
+use etcd_member_agent::disk::bbolt::{newest_digests, Db, HashAt, LiveKv};
 
 use crate::common::*;
 use crate::preflight_support::scratch;
@@ -62,6 +62,46 @@ fn txn(member: &Member, ops: &str) {
     );
 }
 
+/// `etcdctl get --from-key "" --rev=<rev>` sorted by modification, newest
+/// first, at most `n` keys (serializable): what preflight's Range asks.
+fn live_newest(member: &Member, rev: i64, n: usize) -> Option<Vec<LiveKv>> {
+    let out = member.etcdctl([
+        "get",
+        "--from-key",
+        "",
+        &format!("--rev={rev}"),
+        "--sort-by=MODIFY",
+        "--order=DESCEND",
+        &format!("--limit={n}"),
+        "--consistency=s",
+        "-w",
+        "json",
+    ]);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("compacted"), "get --rev={rev}: {err}");
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("get JSON");
+    let b64 = |v: &serde_json::Value| base64_decode(v.as_str().unwrap_or("")).expect("base64");
+    Some(
+        doc["kvs"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|kv| LiveKv {
+                mod_revision: kv["mod_revision"].as_i64().unwrap_or(0),
+                key: b64(&kv["key"]),
+                create_revision: kv["create_revision"].as_i64().unwrap_or(0),
+                version: kv["version"].as_i64().unwrap_or(0),
+                value: b64(&kv["value"]),
+                lease: kv["lease"].as_i64().unwrap_or(0),
+            })
+            .collect(),
+    )
+}
+
 fn revision(member: &Member) -> i64 {
     let out = member.etcdctl(["endpoint", "status", "-w", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -92,6 +132,11 @@ fn compare(step: &str, answering: &Member, stopped: &Member, top: i64) -> usize 
     let live: Vec<(i64, (u32, i64))> = (1..=top)
         .filter_map(|r| Some((r, live_hash(answering, r)?)))
         .collect();
+    // The newest keys at each revision, three at a time (a transaction's
+    // writes share a modification revision, so the cut falls inside it).
+    let newest: Vec<(i64, Vec<LiveKv>)> = (1..=top)
+        .filter_map(|r| Some((r, live_newest(answering, r, 3)?)))
+        .collect();
     stopped.stop();
     let db = Db::open(&stopped.data_dir().join("member/snap/db")).expect("open the db");
     let own = db.summary().expect("summary").compact_revision;
@@ -109,6 +154,21 @@ fn compare(step: &str, answering: &Member, stopped: &Member, top: i64) -> usize 
             HashAt::Unknown(why) => eprintln!("{step}: revision {r} unknown offline: {why:?}"),
         }
     }
+    let mut listed = 0;
+    for (r, theirs) in newest {
+        let at = db.keyspace_at(r, &[], own, 4).expect("read");
+        let Some(ours) = at.newest else {
+            continue;
+        };
+        let (t, o) = newest_digests(&ours, &theirs, 3)
+            .unwrap_or_else(|| panic!("{step}: revision {r}: nothing comparable"));
+        assert_eq!(
+            t, o,
+            "{step}: revision {r}: newest keys offline {ours:?}, etcd {theirs:?}"
+        );
+        listed += 1;
+    }
+    assert!(listed > 0, "{step}: no revision's newest keys compared");
     stopped.start();
     stopped.wait_healthy();
     matched

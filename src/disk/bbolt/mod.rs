@@ -45,7 +45,10 @@ pub use etcd::{
     detect_storage_version, main_revision, parse_semver, semver_minor, Backend, BackendAlarm,
     Downgrade, KvHash, StorageVersionSource,
 };
-pub use hashkv::{HashAt, Unknown as HashUnknown, MAX_TRACKED_KEYS};
+pub use hashkv::{
+    newest_digests, unchanged_digests, HashAt, KeyspaceAt, LiveKv, Unknown as HashUnknown,
+    MAX_TRACKED_KEYS,
+};
 pub use meta::VERSION;
 
 use meta::{Chosen, Meta};
