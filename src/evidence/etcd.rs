@@ -30,12 +30,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{
+    Certificate, Client, ConnectOptions, GetOptions, Identity, SortOrder, SortTarget, TlsOptions,
+};
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
 use super::remaining;
+use crate::disk::bbolt::LiveKv;
 use crate::disk::ids::{ClusterId, MemberId};
 use crate::disk::member::Member;
 
@@ -386,6 +389,275 @@ pub async fn probe_settling(
         })
         .collect();
     Err(EtcdProbeError::NoEndpointAnswered { attempts })
+}
+
+/// One endpoint's answers to `Maintenance.HashKV(revision)` and to a
+/// serializable `Range` of its newest keys at `revision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyspaceAnswer {
+    /// The endpoint asked, as given.
+    pub endpoint: String,
+    /// The cluster and member that answered (response header); `None` when
+    /// it did not answer.
+    pub cluster_id: Option<ClusterId>,
+    /// See `cluster_id`.
+    pub member_id: Option<MemberId>,
+    /// Its hash and the compaction revision it hashed with, or why not
+    /// (compacted, a future revision, permission denied, no answer).
+    pub answer: Result<(u32, i64), String>,
+    /// The live keys with the highest `mod_revision` at the revision, newest
+    /// first, or why not.
+    #[serde(skip)]
+    pub newest: Result<Vec<LiveKv>, String>,
+}
+
+/// Asks every endpoint, concurrently, for its `HashKV` at `revision` (the
+/// hash etcd's own corruption check compares between members) and for its
+/// `newest` live keys at `revision` (a serializable `Range` of every key
+/// sorted by modification, newest first), each bounded by `deadline`. With
+/// auth enabled etcd answers HashKV to the root user only, and the Range to
+/// a user who may read every key; another user's attempt comes back as its
+/// error.
+pub async fn keyspace(
+    conn: &EtcdConn,
+    revision: i64,
+    newest: usize,
+    deadline: Instant,
+) -> Vec<KeyspaceAnswer> {
+    let prepared = match prepare(conn) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            return conn
+                .endpoints
+                .iter()
+                .map(|endpoint| KeyspaceAnswer {
+                    endpoint: endpoint.clone(),
+                    cluster_id: None,
+                    member_id: None,
+                    answer: Err(e.to_string()),
+                    newest: Err(e.to_string()),
+                })
+                .collect()
+        }
+    };
+    let mut tasks = JoinSet::new();
+    for (i, endpoint) in conn.endpoints.iter().enumerate() {
+        let endpoint = endpoint.clone();
+        let prepared = Arc::clone(&prepared);
+        tasks.spawn(async move {
+            let answer = async {
+                let mut client =
+                    match connect(&endpoint, &prepared, prepared.credentials.clone(), deadline)
+                        .await
+                    {
+                        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
+                            connect(&endpoint, &prepared, None, deadline).await?
+                        }
+                        other => other?,
+                    };
+                let mut kv = client.kv_client();
+                let options = GetOptions::new()
+                    .with_all_keys()
+                    .with_revision(revision)
+                    .with_sort(SortTarget::Mod, SortOrder::Descend)
+                    .with_limit(i64::try_from(newest).unwrap_or(i64::MAX))
+                    .with_serializable();
+                let (hash, range) = tokio::join!(
+                    timeout_at(deadline, client.hash_kv(revision)),
+                    timeout_at(deadline, kv.get(vec![0u8], Some(options)))
+                );
+                let hash = match hash {
+                    Ok(Ok(resp)) => Ok(resp),
+                    Ok(Err(e)) => Err(format!("HashKV failed: {}", describe_error(&e))),
+                    Err(_) => Err("HashKV: no answer before the deadline".to_owned()),
+                };
+                let range = match range {
+                    Ok(Ok(resp)) => Ok(resp),
+                    Ok(Err(e)) => Err(format!("Range failed: {}", describe_error(&e))),
+                    Err(_) => Err("Range: no answer before the deadline".to_owned()),
+                };
+                Ok::<_, String>((hash, range))
+            }
+            .await;
+            let out = match answer {
+                Ok((hash, range)) => {
+                    let header = hash
+                        .as_ref()
+                        .ok()
+                        .and_then(|r| r.header())
+                        .or_else(|| range.as_ref().ok().and_then(|r| r.header()));
+                    KeyspaceAnswer {
+                        endpoint,
+                        cluster_id: header.map(|h| ClusterId::new(h.cluster_id())),
+                        member_id: header.map(|h| MemberId::new(h.member_id())),
+                        answer: hash.map(|r| (r.hash(), r.compact_version())),
+                        newest: range.map(|r| {
+                            r.kvs()
+                                .iter()
+                                .map(|kv| LiveKv {
+                                    mod_revision: kv.mod_revision(),
+                                    key: kv.key().to_vec(),
+                                    create_revision: kv.create_revision(),
+                                    version: kv.version(),
+                                    value: kv.value().to_vec(),
+                                    lease: kv.lease(),
+                                })
+                                .collect()
+                        }),
+                    }
+                }
+                Err(why) => KeyspaceAnswer {
+                    endpoint,
+                    cluster_id: None,
+                    member_id: None,
+                    answer: Err(why.clone()),
+                    newest: Err(why),
+                },
+            };
+            (i, out)
+        });
+    }
+    let mut out: Vec<Option<KeyspaceAnswer>> = vec![None; conn.endpoints.len()];
+    while let Ok(Some(joined)) = timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
+        if let Ok((i, answer)) = joined {
+            out[i] = Some(answer);
+        }
+    }
+    tasks.abort_all();
+    conn.endpoints
+        .iter()
+        .zip(out)
+        .map(|(endpoint, a)| {
+            a.unwrap_or_else(|| KeyspaceAnswer {
+                endpoint: endpoint.clone(),
+                cluster_id: None,
+                member_id: None,
+                answer: Err("HashKV: no answer before the deadline".to_owned()),
+                newest: Err("Range: no answer before the deadline".to_owned()),
+            })
+        })
+        .collect()
+}
+
+/// One endpoint's values of given keys at one revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeysAnswer {
+    /// The endpoint asked, as given.
+    pub endpoint: String,
+    /// The cluster and member that answered; `None` when it did not.
+    pub cluster_id: Option<ClusterId>,
+    /// See `cluster_id`.
+    pub member_id: Option<MemberId>,
+    /// Each key's value at the revision (`None`: no such key there), in the
+    /// order asked, or why not.
+    pub kvs: Result<Vec<Option<LiveKv>>, String>,
+}
+
+/// Asks every endpoint, concurrently, for each of `keys` at `revision`
+/// (serializable reads, bounded by `deadline`).
+pub async fn read_keys(
+    conn: &EtcdConn,
+    keys: &[Vec<u8>],
+    revision: i64,
+    deadline: Instant,
+) -> Vec<KeysAnswer> {
+    let failed = |why: String| {
+        conn.endpoints
+            .iter()
+            .map(|endpoint| KeysAnswer {
+                endpoint: endpoint.clone(),
+                cluster_id: None,
+                member_id: None,
+                kvs: Err(why.clone()),
+            })
+            .collect()
+    };
+    let prepared = match prepare(conn) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return failed(e.to_string()),
+    };
+    let keys = Arc::new(keys.to_vec());
+    let mut tasks = JoinSet::new();
+    for (i, endpoint) in conn.endpoints.iter().enumerate() {
+        let endpoint = endpoint.clone();
+        let prepared = Arc::clone(&prepared);
+        let keys = Arc::clone(&keys);
+        tasks.spawn(async move {
+            let read = async {
+                let client =
+                    match connect(&endpoint, &prepared, prepared.credentials.clone(), deadline)
+                        .await
+                    {
+                        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
+                            connect(&endpoint, &prepared, None, deadline).await?
+                        }
+                        other => other?,
+                    };
+                let mut header = None;
+                let mut kvs = Vec::new();
+                for key in keys.iter() {
+                    let mut kv = client.kv_client();
+                    let options = GetOptions::new()
+                        .with_revision(revision)
+                        .with_serializable();
+                    let resp = match timeout_at(deadline, kv.get(key.clone(), Some(options))).await
+                    {
+                        Ok(Ok(resp)) => resp,
+                        Ok(Err(e)) => return Err(format!("Range failed: {}", describe_error(&e))),
+                        Err(_) => return Err("Range: no answer before the deadline".to_owned()),
+                    };
+                    header = header.or_else(|| {
+                        resp.header()
+                            .map(|h| (ClusterId::new(h.cluster_id()), MemberId::new(h.member_id())))
+                    });
+                    kvs.push(resp.kvs().first().map(|kv| LiveKv {
+                        mod_revision: kv.mod_revision(),
+                        key: kv.key().to_vec(),
+                        create_revision: kv.create_revision(),
+                        version: kv.version(),
+                        value: kv.value().to_vec(),
+                        lease: kv.lease(),
+                    }));
+                }
+                Ok((header, kvs))
+            }
+            .await;
+            let out = match read {
+                Ok((header, kvs)) => KeysAnswer {
+                    endpoint,
+                    cluster_id: header.map(|h| h.0),
+                    member_id: header.map(|h| h.1),
+                    kvs: Ok(kvs),
+                },
+                Err(why) => KeysAnswer {
+                    endpoint,
+                    cluster_id: None,
+                    member_id: None,
+                    kvs: Err(why),
+                },
+            };
+            (i, out)
+        });
+    }
+    let mut out: Vec<Option<KeysAnswer>> = vec![None; conn.endpoints.len()];
+    while let Ok(Some(joined)) = timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
+        if let Ok((i, answer)) = joined {
+            out[i] = Some(answer);
+        }
+    }
+    tasks.abort_all();
+    conn.endpoints
+        .iter()
+        .zip(out)
+        .map(|(endpoint, a)| {
+            a.unwrap_or_else(|| KeysAnswer {
+                endpoint: endpoint.clone(),
+                cluster_id: None,
+                member_id: None,
+                kvs: Err("Range: no answer before the deadline".to_owned()),
+            })
+        })
+        .collect()
 }
 
 /// The index of the freshest answer: highest applied index (the raft index

@@ -199,6 +199,38 @@ pub struct LivePosition {
     pub revision: Option<i64>,
     /// It reported itself as the leader.
     pub leader: bool,
+    /// Its `HashKV` at a revision both it and the directory hold, beside the
+    /// directory's own hash there (`None`: not asked, or either is unknown).
+    pub kv_hash: Option<KvHashCheck>,
+}
+
+/// One member's keyspace at a revision against the directory's at the same
+/// revision: its `HashKV` and the directory's hash computed offline with the
+/// member's compaction revision ([`crate::disk::bbolt::Db::keyspace_at`]),
+/// or, where that hash cannot be known here, digests of the newest live keys
+/// each holds there ([`crate::disk::bbolt::newest_digests`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvHashCheck {
+    /// The revision both describe.
+    pub revision: i64,
+    /// The member's hash or digest.
+    pub theirs: u32,
+    /// The directory's.
+    pub ours: u32,
+    /// Which comparison.
+    pub by: KeyspaceProbe,
+}
+
+/// How a [`KvHashCheck`] compared the keyspaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyspaceProbe {
+    /// `HashKV`: every key and value up to the revision.
+    HashKv,
+    /// The newest live keys there (a `Range` of at most this many).
+    NewestKeys(usize),
+    /// This many keys the directory holds unchanged since the revision, read
+    /// from the member at the revision (the directory compacted past it).
+    UnchangedKeys(usize),
 }
 
 impl LiveMemberFacts {

@@ -8,7 +8,7 @@
 
 use std::cell::OnceCell;
 
-use super::facts::{LiveMemberFacts, LivePosition, OperatorFacts};
+use super::facts::{Dir, KeyspaceProbe, LiveMemberFacts, LivePosition, OperatorFacts};
 use super::position::{self, Position};
 use super::remedies::*;
 use super::{decision, Decision, Inputs, LiveFacts, Recorded, Row, Verdict, WitnessFacts};
@@ -766,16 +766,19 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
     }
     shown.sort_by_key(|(leader, _)| !leader);
     Some(format!(
-        "{}; {} of the cluster's {} voters answer past it so",
+        "{}; {} of the cluster's {} voters answer so",
         shown[0].1,
         shown.len(),
         voters.len()
     ))
 }
 
-/// Whether one member's `Status` answer shows a history this directory is
-/// not of, and how:
+/// Whether one member's answer shows a history this directory is not of,
+/// and how:
 ///
+/// * its `HashKV` at a revision both hold differs from the directory's own
+///   hash there ([`keyspace_check_at`]): within one history every member
+///   holds the same keys and values at a revision;
 /// * it applied an entry past the directory's applied index in a term below
 ///   the directory's applied entry's: within one history both are committed
 ///   entries of one log, whose terms never decrease. etcd reports the term of
@@ -788,6 +791,22 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
 ///   commit index. The one of slack is for etcd 3.5.0-3.5.2, which could save
 ///   a consistent index without its entry's data.
 fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
+    if let Some(h) = p.kv_hash.filter(|h| h.theirs != h.ours) {
+        return Some(match h.by {
+            KeyspaceProbe::HashKv => format!(
+                "member {} answers HashKV {:#010x} at revision {}, where this directory's keyspace hashes to {:#010x}: at a revision both hold, their keys and values differ (the comparison etcd's own corruption check makes; a corrupt backend differs so too)",
+                p.member_id, h.theirs, h.revision, h.ours
+            ),
+            KeyspaceProbe::UnchangedKeys(n) => format!(
+                "member {} does not hold at revision {} the {n} keys this directory holds unchanged since (digest {:#010x} against {:#010x}): within one history every member holds them, the same, at that revision",
+                p.member_id, h.revision, h.theirs, h.ours
+            ),
+            KeyspaceProbe::NewestKeys(n) => format!(
+                "member {}'s newest keys at revision {} (a Range of {n} by modification) are not this directory's there (digest {:#010x} against {:#010x}): at a revision both hold, their keys and values differ",
+                p.member_id, h.revision, h.theirs, h.ours
+            ),
+        });
+    }
     let applied = rec.applied_index?;
     if let (Some(a), Some(t), Some(mine)) = (p.applied_index, p.applied_term, rec.applied_term) {
         if t > 0 && a > applied && t < mine {
@@ -807,6 +826,46 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
             if entries == 1 { "y" } else { "ies" }
         )
     })
+}
+
+/// The revision at which to compare the directory's keyspace with the
+/// members' (`HashKV`), when the other signs of row 6h cannot see a history
+/// apart: the leader and a majority of the directory's cluster answered, and
+/// the directory stands past the leader, in revision or in applied index,
+/// where no member of the leader's history stands once the leader has
+/// committed an entry of its term (a copy from before a restore that is
+/// ahead of the restored cluster: index and revision both past it, so
+/// neither position sign shows). The revision is the lowest of the
+/// directory's and the answering voters', which every one of them holds.
+/// `None`: no comparison needed or possible.
+pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
+    let Dir::Initialized(rec) = &i.dir.state else {
+        return None;
+    };
+    let l = i
+        .live
+        .get()
+        .filter(|l| l.authoritative_for(rec.cluster_id))?;
+    let (revision, applied) = (rec.revision?, rec.applied_index?);
+    let leader = l.positions.iter().find(|p| p.leader)?;
+    let ahead = leader.revision.is_some_and(|r| revision > r)
+        || leader.applied_index.is_some_and(|a| applied > a);
+    if !ahead {
+        return None;
+    }
+    let voters: std::collections::BTreeSet<MemberId> = l
+        .members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
+        .collect();
+    l.positions
+        .iter()
+        .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
+        .filter_map(|p| p.revision)
+        .chain([revision])
+        .min()
+        .filter(|&r| r > 0)
 }
 
 /// Row 6a.

@@ -28,8 +28,8 @@ mod remedies;
 pub mod version;
 
 pub use facts::{
-    Answer, DerivedIds, Dir, DirFacts, Inputs, LiveFacts, LiveMemberFacts, LivePosition,
-    OperatorFacts, Recorded, SelfFacts, WitnessFacts,
+    Answer, DerivedIds, Dir, DirFacts, Inputs, KeyspaceProbe, KvHashCheck, LiveFacts,
+    LiveMemberFacts, LivePosition, OperatorFacts, Recorded, SelfFacts, WitnessFacts,
 };
 
 /// The verdict names are part of the contract: operators and runbooks match them.
@@ -469,6 +469,8 @@ fn directory_alone(dir: &DirFacts) -> Option<Decision> {
         Dir::Initialized(_) | Dir::Empty => return None,
     })
 }
+
+pub use initialized::keyspace_check_at;
 
 /// Whether the decision needs the network: every row past 1–4 reads the live
 /// cluster or the Kubernetes API.

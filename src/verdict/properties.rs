@@ -177,6 +177,7 @@ fn live() -> impl Strategy<Value = Answer<LiveFacts>> {
                     applied_term,
                     revision,
                     leader,
+                    kv_hash: None,
                 }
             },
         );
@@ -351,6 +352,7 @@ fn align(mut i: Inputs, how: (bool, bool, bool, bool)) -> Inputs {
                                 applied_term: g.and_then(|g| g.applied_term),
                                 revision: g.and_then(|g| g.revision),
                                 leader: g.is_some_and(|g| g.leader),
+                                kv_hash: None,
                             }
                         })
                         .collect();

@@ -271,6 +271,7 @@ fn a_join_needs_the_leader_and_half_the_voters_heard_and_one_cluster() {
                 applied_term: None,
                 revision: None,
                 leader: false,
+                kv_hash: None,
             }];
         });
         let d = decide(&i);

@@ -690,6 +690,129 @@ fn a_copy_from_before_a_whole_cluster_restore(version: EtcdVersion) {
     );
 }
 
+/// A volume copy from before an unbumped restore of the whole cluster from
+/// an older backup: the copy holds writes the restore dropped, and stands
+/// past the restored cluster in both raft index and revision (the restore
+/// began the log again at the number of members), so neither position sign
+/// of row 6h shows. Its keyspace does: at the restored cluster's revision
+/// the copy holds the dropped writes, the cluster its own since. Before the
+/// keyspace sign preflight said `start` (row 5), and the copy, whose log is
+/// longer and of a higher term, could lead the restored cluster back to the
+/// history the restore dropped.
+///
+/// `compacted`: both histories compact as kube-apiserver's periodic
+/// compaction would, the copy past anything the restored cluster compacted,
+/// so the copy's hash cannot be known for the restored cluster's compaction
+/// and the newest keys are compared instead.
+fn a_copy_ahead_of_an_unbumped_whole_cluster_restore(version: EtcdVersion, compacted: bool) {
+    let cluster = Cluster::builder(version)
+        .members(3)
+        .token(format!("copy-ahead-of-dr-{}", version.label()))
+        .start();
+    // Formed by a restore, as the cluster a restore re-forms (the same IDs).
+    form_again_by_restore(&cluster);
+    acknowledged(&cluster[0], "before-backup/", 5);
+    let backup = scratch();
+    let snapshot = backup.path().join("snapshot.db");
+    cluster.snapshot_save(&snapshot);
+    acknowledged(&cluster[0], "after-backup/", 30);
+    if compacted {
+        compact_to_current(&cluster[0]);
+        acknowledged(&cluster[0], "after-compaction/", 3);
+    }
+
+    // A volume snapshot of m2 (crash-consistent: taken with m2 stopped).
+    let saved = scratch();
+    let copy = saved.path().join("m2");
+    cluster[2].stop();
+    copy_dir(cluster[2].data_dir(), &copy);
+    cluster[2].start();
+    cluster[2].wait_healthy();
+
+    // The documented disaster recovery of the whole cluster from the older
+    // backup, unbumped.
+    for m in cluster.members() {
+        m.stop();
+    }
+    restore_everyone(&cluster, &snapshot, None);
+    for m in cluster.members() {
+        m.start();
+    }
+    for m in cluster.members() {
+        m.wait_healthy();
+    }
+    let mut restored = acknowledged(&cluster[0], "restored/", 5);
+    if compacted {
+        compact_to_current(&cluster[0]);
+        restored.extend(acknowledged(&cluster[0], "restored-after-compaction/", 3));
+    }
+
+    // m2's volume is put back to the copy.
+    cluster[2].stop();
+    std::fs::remove_dir_all(cluster[2].data_dir()).expect("remove m2's dir");
+    copy_dir(&copy, cluster[2].data_dir());
+    let env = cluster.agent_env(2);
+    let step = "m2 put back to a copy ahead of an unbumped restore";
+    preflight(&env)
+        .expect(step, 11, "refuse-foreign")
+        .row(step, "6h")
+        .reason_mentions(
+            step,
+            if compacted {
+                "keys this directory holds unchanged since"
+            } else {
+                "answers HashKV"
+            },
+        )
+        .reason_mentions(step, "2 of the cluster's 3 voters");
+    all_readable(step, &cluster[0], &restored);
+    assert_eq!(
+        cluster.get("after-backup/0"),
+        None,
+        "{step}: the restored history does not hold what the restore dropped"
+    );
+}
+
+/// `etcdctl compact` at the member's current revision.
+fn compact_to_current(member: &Member) {
+    let out = member.etcdctl(["endpoint", "status", "-w", "json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let rev = doc[0]["Status"]["header"]["revision"]
+        .as_i64()
+        .expect("revision");
+    let out = member.etcdctl(["compact", &rev.to_string()]);
+    assert!(
+        out.status.success(),
+        "compact {rev}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_copy_ahead_of_an_unbumped_whole_cluster_restore_is_refused_36() {
+    a_copy_ahead_of_an_unbumped_whole_cluster_restore(EtcdVersion::V3_6, false);
+}
+
+#[test]
+fn a_copy_ahead_of_an_unbumped_whole_cluster_restore_is_refused_37() {
+    a_copy_ahead_of_an_unbumped_whole_cluster_restore(EtcdVersion::V3_7, false);
+}
+
+#[test]
+fn a_copy_ahead_of_an_unbumped_whole_cluster_restore_is_refused_35() {
+    a_copy_ahead_of_an_unbumped_whole_cluster_restore(EtcdVersion::V3_5Latest, false);
+}
+
+#[test]
+fn a_compacted_copy_ahead_of_a_compacted_unbumped_restore_is_refused_36() {
+    a_copy_ahead_of_an_unbumped_whole_cluster_restore(EtcdVersion::V3_6, true);
+}
+
+#[test]
+fn a_compacted_copy_ahead_of_a_compacted_unbumped_restore_is_refused_37() {
+    a_copy_ahead_of_an_unbumped_whole_cluster_restore(EtcdVersion::V3_7, true);
+}
+
 #[test]
 fn a_copy_from_before_a_whole_cluster_restore_is_refused_36() {
     a_copy_from_before_a_whole_cluster_restore(EtcdVersion::V3_6);

@@ -463,3 +463,199 @@ pub fn witness_revisions(cfg: &Config, members: &[String]) -> Result<LeaseRevisi
     rt.shutdown_background();
     read
 }
+
+/// The longest the keyspace comparison may take: the members' answers, then
+/// the directory's own read. Past it, no comparison (no sign).
+const KEYSPACE_BUDGET: Duration = Duration::from_secs(10);
+
+/// How many of the newest live keys are compared where the hash cannot be.
+const NEWEST_KEYS: usize = 16;
+
+/// The keyspace comparison of row 6h at `revision`: every endpoint's
+/// `HashKV` and newest live keys there, against the directory's own hash
+/// with each answer's compaction revision and its own newest keys
+/// ([`crate::disk::bbolt::Db::keyspace_at`], one read of the `key` bucket),
+/// within [`KEYSPACE_BUDGET`] and `deadline`. For each member of the
+/// directory's cluster: the hashes when the directory's can be known,
+/// else the newest keys' digests (a directory compacted past the member's
+/// compaction, as periodic compaction leaves a copy taken later). Returns
+/// the comparisons by member, and what was asked and answered for the
+/// report.
+pub(super) fn compare_keyspaces(
+    cfg: &Config,
+    dir: &Inspection,
+    revision: i64,
+    deadline: Instant,
+) -> crate::error::Result<(Vec<(MemberId, verdict::KvHashCheck)>, serde_json::Value)> {
+    use crate::disk::bbolt::{newest_digests, unchanged_digests, Db, HashAt};
+    let (Some(conn), Some(cluster)) = (&cfg.etcd, dir.cluster_id()) else {
+        return Ok((Vec::new(), serde_json::Value::Null));
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::internal("cannot start the tokio runtime", &e))?;
+    // A member hashing a large backend takes a moment; a hung one must not
+    // hold the verdict for the rest of the budget.
+    let deadline = deadline.min(Instant::now() + KEYSPACE_BUDGET);
+    let tokio_deadline = tokio::time::Instant::from_std(deadline);
+    let own_compact = dir.backend().and_then(|b| b.compact_revision);
+    let db_path = cfg.paths.db();
+    let (answers, ours) = rt.block_on(async {
+        let answers =
+            crate::evidence::etcd::keyspace(conn, revision, NEWEST_KEYS, tokio_deadline).await;
+        let mut compactions: Vec<i64> = answers
+            .iter()
+            .filter(|a| a.cluster_id == Some(cluster))
+            .filter_map(|a| a.answer.as_ref().ok().map(|(_, c)| *c))
+            .collect();
+        compactions.sort_unstable();
+        compactions.dedup();
+        // Off the runtime and bounded: the db may be large or its volume
+        // slow. One more key than compared: the directory may hold a
+        // restore's placeholder, which no Range returns.
+        let reading = tokio::task::spawn_blocking(move || {
+            Db::open(&db_path)
+                .and_then(|db| db.keyspace_at(revision, &compactions, own_compact, NEWEST_KEYS + 1))
+                .map_err(|e| e.to_string())
+        });
+        let ours = match tokio::time::timeout_at(tokio_deadline, reading).await {
+            Ok(Ok(ours)) => ours,
+            Ok(Err(join)) => Err(format!("reading the backend failed: {join}")),
+            Err(_) => Err("reading the backend did not finish in time".to_owned()),
+        };
+        (answers, ours)
+    });
+    let mut checks = Vec::new();
+    if let Ok(ours) = &ours {
+        for a in answers.iter().filter(|a| a.cluster_id == Some(cluster)) {
+            let Some(member) = a.member_id else {
+                continue;
+            };
+            let by_hash = a.answer.as_ref().ok().and_then(|(theirs, c)| {
+                ours.hashes.iter().find_map(|(cc, h)| match h {
+                    HashAt::Hash(h) if cc == c => Some((*theirs, *h)),
+                    _ => None,
+                })
+            });
+            let check = match by_hash {
+                Some((theirs, mine)) => Some(verdict::KvHashCheck {
+                    revision,
+                    theirs,
+                    ours: mine,
+                    by: verdict::KeyspaceProbe::HashKv,
+                }),
+                None => match (&ours.newest, &a.newest) {
+                    (Some(mine), Ok(theirs)) => {
+                        newest_digests(mine, theirs, NEWEST_KEYS).map(|(theirs, mine)| {
+                            verdict::KvHashCheck {
+                                revision,
+                                theirs,
+                                ours: mine,
+                                by: verdict::KeyspaceProbe::NewestKeys(NEWEST_KEYS),
+                            }
+                        })
+                    }
+                    _ => None,
+                },
+            };
+            checks.extend(check.map(|c| (member, c)));
+        }
+    }
+    // Where neither could be compared (the directory compacted past the
+    // revision, as a copy taken after a compaction is): the keys it holds
+    // unchanged since, read from every member at the revision.
+    let unchanged: Vec<crate::disk::bbolt::LiveKv> = match &ours {
+        Ok(o) => o
+            .unchanged
+            .iter()
+            .flatten()
+            .filter(|kv| !kv.key.is_empty())
+            .take(NEWEST_KEYS)
+            .cloned()
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let unchecked = answers.iter().any(|a| {
+        a.cluster_id == Some(cluster) && !checks.iter().any(|(m, _)| Some(*m) == a.member_id)
+    });
+    let mut read = Vec::new();
+    if unchecked && !unchanged.is_empty() {
+        let keys: Vec<Vec<u8>> = unchanged.iter().map(|kv| kv.key.clone()).collect();
+        read = rt.block_on(crate::evidence::etcd::read_keys(
+            conn,
+            &keys,
+            revision,
+            tokio_deadline,
+        ));
+        for a in read.iter().filter(|a| a.cluster_id == Some(cluster)) {
+            let (Some(member), Ok(theirs)) = (a.member_id, &a.kvs) else {
+                continue;
+            };
+            if checks.iter().any(|(m, _)| *m == member) {
+                continue;
+            }
+            if let Some((theirs, mine)) = unchanged_digests(&unchanged, theirs) {
+                checks.push((
+                    member,
+                    verdict::KvHashCheck {
+                        revision,
+                        theirs,
+                        ours: mine,
+                        by: verdict::KeyspaceProbe::UnchangedKeys(unchanged.len()),
+                    },
+                ));
+            }
+        }
+    }
+    rt.shutdown_background();
+    tracing::info!(
+        revision,
+        compared = checks.len(),
+        differ = checks.iter().filter(|(_, c)| c.theirs != c.ours).count(),
+        "compared the directory's keyspace with the members' (HashKV, newest keys)"
+    );
+    let directory = match &ours {
+        Ok(o) => serde_json::json!({
+            "hashes": o.hashes.iter().map(|(c, h)| match h {
+                HashAt::Hash(h) => serde_json::json!({"compact_revision": c, "hash": h}),
+                HashAt::Unknown(why) => serde_json::json!({"compact_revision": c, "unknown": format!("{why:?}")}),
+            }).collect::<Vec<_>>(),
+            "newest_keys": o.newest.as_ref().map(|l| l.iter().filter(|kv| !kv.key.is_empty()).take(NEWEST_KEYS).map(|kv| serde_json::json!({"key": String::from_utf8_lossy(&kv.key), "mod_revision": kv.mod_revision})).collect::<Vec<_>>()),
+        }),
+        Err(why) => serde_json::json!({ "error": why }),
+    };
+    let said = serde_json::json!({
+        "revision": revision,
+        "members": answers.iter().map(|a| serde_json::json!({
+            "endpoint": a.endpoint,
+            "member_id": a.member_id.map(|m| m.to_string()),
+            "cluster_id": a.cluster_id.map(|c| c.to_string()),
+            "hash_kv": match &a.answer {
+                Ok((h, c)) => serde_json::json!({"hash": h, "compact_revision": c}),
+                Err(why) => serde_json::json!({"error": why}),
+            },
+            "newest_keys": match &a.newest {
+                Ok(l) => serde_json::json!(l.iter().map(|kv| serde_json::json!({"key": String::from_utf8_lossy(&kv.key), "mod_revision": kv.mod_revision})).collect::<Vec<_>>()),
+                Err(why) => serde_json::json!({"error": why}),
+            },
+        })).collect::<Vec<_>>(),
+        "directory": directory,
+        "unchanged_keys": unchanged.iter().map(|kv| serde_json::json!({"key": String::from_utf8_lossy(&kv.key), "mod_revision": kv.mod_revision})).collect::<Vec<_>>(),
+        "unchanged_keys_read": read.iter().map(|a| match &a.kvs {
+            Ok(kvs) => serde_json::json!({"endpoint": a.endpoint, "member_id": a.member_id.map(|m| m.to_string()), "found": kvs.iter().filter(|kv| kv.is_some()).count()}),
+            Err(why) => serde_json::json!({"endpoint": a.endpoint, "error": why}),
+        }).collect::<Vec<_>>(),
+        "compared": checks.iter().map(|(m, c)| serde_json::json!({
+            "member_id": m.to_string(),
+            "by": match c.by {
+                verdict::KeyspaceProbe::HashKv => "hash_kv".to_owned(),
+                verdict::KeyspaceProbe::NewestKeys(n) => format!("newest_keys({n})"),
+                verdict::KeyspaceProbe::UnchangedKeys(n) => format!("unchanged_keys({n})"),
+            },
+            "theirs": c.theirs,
+            "ours": c.ours,
+        })).collect::<Vec<_>>(),
+    });
+    Ok((checks, said))
+}

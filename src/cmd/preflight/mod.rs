@@ -170,6 +170,25 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         live_entry = entry;
         decided = verdict::decide(&inputs);
     }
+    // Row 6h's keyspace sign: asked only when the directory stands past the
+    // leader, where the position signs cannot see another history.
+    if matches!(decided.verdict, Verdict::Start) {
+        if let Some(revision) = verdict::keyspace_check_at(&inputs) {
+            let (checks, said) = gather::compare_keyspaces(cfg, &dir, revision, deadline)?;
+            if let verdict::Answer::Answered(l) = &mut inputs.live {
+                for p in &mut l.positions {
+                    p.kv_hash = checks
+                        .iter()
+                        .find(|(m, _)| *m == p.member_id)
+                        .map(|(_, c)| *c);
+                }
+            }
+            if let serde_json::Value::Object(o) = &mut live_entry.said {
+                o.insert("hash_kv".to_owned(), said);
+            }
+            decided = verdict::decide(&inputs);
+        }
+    }
     decided.warnings.extend(version_warning);
     decided.warnings.extend(file_warning);
     for w in &decided.warnings {

@@ -160,6 +160,7 @@ fn live_facts(l: &live_src::LiveCluster) -> LiveFacts {
                 applied_term: p.raft_term,
                 revision: p.revision,
                 leader: p.leader,
+                kv_hash: None,
             })
             .collect(),
     }

@@ -56,6 +56,7 @@ fn leader_at(cluster: u64, commit: u64) -> Answer<LiveFacts> {
                     applied_term: None,
                     revision: None,
                     leader: false,
+                    kv_hash: None,
                 })
                 .to_vec();
         },
@@ -335,6 +336,7 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
             applied_term: None,
             revision: Some(1_000_060),
             leader: false,
+            kv_hash: None,
         }]
     });
     assert_eq!(decide(&i).row, Row::StartRestoredAbove);
@@ -347,6 +349,7 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
             applied_term: None,
             revision: Some(70),
             leader: false,
+            kv_hash: None,
         }]
     });
     let d = decide(&i);
@@ -399,6 +402,7 @@ fn heard(commit: u64, others: [Option<u64>; 2]) -> Answer<LiveFacts> {
                     applied_term: None,
                     revision: None,
                     leader: false,
+                    kv_hash: None,
                 })
             })
             .collect();
@@ -460,6 +464,7 @@ fn regression_a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_sta
             applied_term: None,
             revision: None,
             leader: false,
+            kv_hash: None,
         })
     });
     assert_eq!(row(&i), Row::WitnessUnread);
@@ -671,12 +676,75 @@ fn regression_a_copy_from_before_a_whole_cluster_restore_ahead_of_its_witness_is
     assert_eq!(decide(&i).row, Row::Start);
     i.live = leader_answers(5040, 51, 5040);
     assert_eq!(decide(&i).row, Row::Start);
-    // The documented limit (docs/decision-table.md, rule "One history never
-    // goes back"): while the restored cluster is behind the copy in index
-    // and revision, no answer of it shows another history, and the copy
-    // starts. This assertion names the gap; a sound sign for it flips it.
+    // While the restored cluster is behind the copy in index (and revision),
+    // no position shows another history: the keyspaces are compared at the
+    // lowest revision all hold (HashKV), and differ on both members.
     i.live = leader_answers(40, 3, 5000);
-    assert_eq!(decide(&i).row, Row::Start);
+    assert_eq!(decide(&i).row, Row::Start, "not compared: no sign");
+    assert_eq!(keyspace_check_at(&i), Some(5000));
+    let hashed = |i: &mut Inputs, theirs: [u32; 2]| {
+        i.live = altered(leader_answers(40, 3, 5000), |l| {
+            for (p, t) in l.positions.iter_mut().zip(theirs) {
+                p.kv_hash = Some(KvHashCheck {
+                    revision: 5000,
+                    theirs: t,
+                    ours: 7,
+                    by: KeyspaceProbe::HashKv,
+                });
+            }
+        });
+        decide(i)
+    };
+    let d = hashed(&mut i, [8, 9]);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistory, 11),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason
+            .contains("answers HashKV 0x00000008 at revision 5000")
+            && d.reason.contains("hashes to 0x00000007")
+            && d.reason.contains("2 of the cluster's 3 voters"),
+        "{}",
+        d.reason
+    );
+    // One of three is no majority (a member of 3.5.0-3.5.5 left inconsistent
+    // by a defragmentation hashes apart from the rest).
+    assert_eq!(hashed(&mut i, [8, 7]).row, Row::Start);
+    // The same keyspace: one history, however far the copy's log runs.
+    assert_eq!(hashed(&mut i, [7, 7]).row, Row::Start);
+}
+
+#[test]
+fn the_keyspaces_are_compared_only_past_the_leader_and_at_a_revision_all_hold() {
+    // Behind the leader in index and revision: the position signs see it.
+    let mut i = at(5000, 5000);
+    i.live = leader_answers(5040, 3, 5040);
+    assert_eq!(keyspace_check_at(&i), None);
+    // Past it in revision alone, or in applied index alone.
+    i.live = leader_answers(5040, 3, 4990);
+    assert_eq!(keyspace_check_at(&i), Some(4990));
+    i.live = leader_answers(4990, 3, 5040);
+    assert_eq!(keyspace_check_at(&i), Some(5000));
+    // The lowest revision of the voters that answered.
+    i.live = altered(leader_answers(40, 3, 5000), |l| {
+        l.positions[1].revision = Some(4000)
+    });
+    assert_eq!(keyspace_check_at(&i), Some(4000));
+    // Without the leader and a majority, the cluster's word is no one's.
+    i.live = altered(leader_answers(40, 3, 5000), |l| l.majority_heard = false);
+    assert_eq!(keyspace_check_at(&i), None);
+    i.live = altered(leader_answers(40, 3, 5000), |l| {
+        l.positions[0].leader = false
+    });
+    assert_eq!(keyspace_check_at(&i), None);
+    // Another cluster's answer says nothing of this directory's history.
+    i.live = altered(leader_answers(40, 3, 5000), |l| {
+        l.cluster_id = ClusterId::new(0xe)
+    });
+    assert_eq!(keyspace_check_at(&i), None);
 }
 
 #[test]
