@@ -704,9 +704,10 @@ fn fork(c: &Ctx) -> Option<Decision> {
 ///   that its member published itself: nothing unstarts a member (a restore
 ///   this member was left out of);
 /// * a majority of the voters each answer past the directory in a lower
-///   term, or further past it in revisions than in entries
-///   ([`later_history`]: a volume put back to a copy from before a restore,
-///   bumped or not).
+///   term, or further past it in revisions than in entries, or with another
+///   keyspace at a revision both hold ([`later_history`], [`keyspace_check_at`]:
+///   a volume put back to a copy from before a restore, bumped or not, behind
+///   the restored cluster or ahead of it).
 fn other_history(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
     let l = c.live.filter(|l| l.authoritative_for(rec.cluster_id))?;
@@ -735,7 +736,7 @@ fn other_history(c: &Ctx) -> Option<Decision> {
     ))
 }
 
-/// The second and third signs of row 6h: a strict majority of the voters,
+/// The position and keyspace signs of row 6h: a strict majority of the voters,
 /// this member counted among them whatever the list says (a learner, or
 /// missing from it), and never fewer than two answers, each answer past this
 /// directory in a way no member of its history can (both others of three,

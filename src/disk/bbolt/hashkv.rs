@@ -18,8 +18,8 @@
 //! both hold one history: a compaction removes only revisions that are not
 //! the newest of their key at the compaction revision, so which revision is
 //! the newest at or below `revision` does not depend on how far either side
-//! compacted. What does depend on it is returned as `None` (unknown), never as
-//! a hash: `revision` at or below `compact`, this file compacted past `compact`
+//! compacted. What does depend on it is returned as [`HashAt::Unknown`], never
+//! as a hash: `revision` at or below `compact`, this file compacted past `compact`
 //! (revisions the member hashes may be gone here), or an empty `Keep` (then the
 //! member hashes every revision at or below `compact` its file still holds,
 //! which this file cannot know).
