@@ -393,7 +393,7 @@ pub async fn probe_settling(
 
 /// One endpoint's answers to `Maintenance.HashKV(revision)` and to a
 /// serializable `Range` of its newest keys at `revision`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyspaceAnswer {
     /// The endpoint asked, as given.
     pub endpoint: String,
@@ -407,7 +407,6 @@ pub struct KeyspaceAnswer {
     pub answer: Result<(u32, i64), String>,
     /// The live keys with the highest `mod_revision` at the revision, newest
     /// first, or why not.
-    #[serde(skip)]
     pub newest: Result<Vec<LiveKv>, String>,
 }
 
@@ -424,117 +423,46 @@ pub async fn keyspace(
     newest: usize,
     deadline: Instant,
 ) -> Vec<KeyspaceAnswer> {
-    let prepared = match prepare(conn) {
-        Ok(p) => Arc::new(p),
-        Err(e) => {
-            return conn
-                .endpoints
-                .iter()
-                .map(|endpoint| KeyspaceAnswer {
-                    endpoint: endpoint.clone(),
-                    cluster_id: None,
-                    member_id: None,
-                    answer: Err(e.to_string()),
-                    newest: Err(e.to_string()),
-                })
-                .collect()
-        }
-    };
-    let mut tasks = JoinSet::new();
-    for (i, endpoint) in conn.endpoints.iter().enumerate() {
-        let endpoint = endpoint.clone();
-        let prepared = Arc::clone(&prepared);
-        tasks.spawn(async move {
-            let answer = async {
-                let mut client =
-                    match connect(&endpoint, &prepared, prepared.credentials.clone(), deadline)
-                        .await
-                    {
-                        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
-                            connect(&endpoint, &prepared, None, deadline).await?
-                        }
-                        other => other?,
-                    };
-                let mut kv = client.kv_client();
-                let options = GetOptions::new()
-                    .with_all_keys()
-                    .with_revision(revision)
-                    .with_sort(SortTarget::Mod, SortOrder::Descend)
-                    .with_limit(i64::try_from(newest).unwrap_or(i64::MAX))
-                    .with_serializable();
-                let (hash, range) = tokio::join!(
-                    timeout_at(deadline, client.hash_kv(revision)),
-                    timeout_at(deadline, kv.get(vec![0u8], Some(options)))
-                );
-                let hash = match hash {
-                    Ok(Ok(resp)) => Ok(resp),
-                    Ok(Err(e)) => Err(format!("HashKV failed: {}", describe_error(&e))),
-                    Err(_) => Err("HashKV: no answer before the deadline".to_owned()),
-                };
-                let range = match range {
-                    Ok(Ok(resp)) => Ok(resp),
-                    Ok(Err(e)) => Err(format!("Range failed: {}", describe_error(&e))),
-                    Err(_) => Err("Range: no answer before the deadline".to_owned()),
-                };
-                Ok::<_, String>((hash, range))
-            }
-            .await;
-            let out = match answer {
-                Ok((hash, range)) => {
-                    let header = hash
-                        .as_ref()
-                        .ok()
-                        .and_then(|r| r.header())
-                        .or_else(|| range.as_ref().ok().and_then(|r| r.header()));
-                    KeyspaceAnswer {
-                        endpoint,
-                        cluster_id: header.map(|h| ClusterId::new(h.cluster_id())),
-                        member_id: header.map(|h| MemberId::new(h.member_id())),
-                        answer: hash.map(|r| (r.hash(), r.compact_version())),
-                        newest: range.map(|r| {
-                            r.kvs()
-                                .iter()
-                                .map(|kv| LiveKv {
-                                    mod_revision: kv.mod_revision(),
-                                    key: kv.key().to_vec(),
-                                    create_revision: kv.create_revision(),
-                                    version: kv.version(),
-                                    value: kv.value().to_vec(),
-                                    lease: kv.lease(),
-                                })
-                                .collect()
-                        }),
-                    }
-                }
-                Err(why) => KeyspaceAnswer {
+    let limit = i64::try_from(newest).unwrap_or(i64::MAX);
+    let asked = ask_every(conn, deadline, move |mut client| async move {
+        let mut kv = client.kv_client();
+        let options = GetOptions::new()
+            .with_all_keys()
+            .with_revision(revision)
+            .with_sort(SortTarget::Mod, SortOrder::Descend)
+            .with_limit(limit)
+            .with_serializable();
+        let (hash, range) = tokio::join!(
+            timeout_at(deadline, client.hash_kv(revision)),
+            timeout_at(deadline, kv.get(vec![0u8], Some(options)))
+        );
+        Ok((bounded("HashKV", hash), bounded("Range", range)))
+    })
+    .await;
+    asked
+        .into_iter()
+        .map(|(endpoint, answer)| match answer {
+            Ok((hash, range)) => {
+                let header = hash
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.header())
+                    .or_else(|| range.as_ref().ok().and_then(|r| r.header()));
+                KeyspaceAnswer {
                     endpoint,
-                    cluster_id: None,
-                    member_id: None,
-                    answer: Err(why.clone()),
-                    newest: Err(why),
-                },
-            };
-            (i, out)
-        });
-    }
-    let mut out: Vec<Option<KeyspaceAnswer>> = vec![None; conn.endpoints.len()];
-    while let Ok(Some(joined)) = timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
-        if let Ok((i, answer)) = joined {
-            out[i] = Some(answer);
-        }
-    }
-    tasks.abort_all();
-    conn.endpoints
-        .iter()
-        .zip(out)
-        .map(|(endpoint, a)| {
-            a.unwrap_or_else(|| KeyspaceAnswer {
-                endpoint: endpoint.clone(),
+                    cluster_id: header.map(|h| ClusterId::new(h.cluster_id())),
+                    member_id: header.map(|h| MemberId::new(h.member_id())),
+                    answer: hash.map(|r| (r.hash(), r.compact_version())),
+                    newest: range.map(|r| r.kvs().iter().map(live_kv).collect()),
+                }
+            }
+            Err(why) => KeyspaceAnswer {
+                endpoint,
                 cluster_id: None,
                 member_id: None,
-                answer: Err("HashKV: no answer before the deadline".to_owned()),
-                newest: Err("Range: no answer before the deadline".to_owned()),
-            })
+                answer: Err(why.clone()),
+                newest: Err(why),
+            },
         })
         .collect()
 }
@@ -561,85 +489,114 @@ pub async fn read_keys(
     revision: i64,
     deadline: Instant,
 ) -> Vec<KeysAnswer> {
-    let failed = |why: String| {
-        conn.endpoints
-            .iter()
-            .map(|endpoint| KeysAnswer {
-                endpoint: endpoint.clone(),
+    let keys = Arc::new(keys.to_vec());
+    let asked = ask_every(conn, deadline, move |client| {
+        let keys = Arc::clone(&keys);
+        async move {
+            let mut header = None;
+            let mut kvs = Vec::new();
+            for key in keys.iter() {
+                let options = GetOptions::new()
+                    .with_revision(revision)
+                    .with_serializable();
+                let mut kv = client.kv_client();
+                let resp = bounded(
+                    "Range",
+                    timeout_at(deadline, kv.get(key.clone(), Some(options))).await,
+                )?;
+                header = header.or_else(|| {
+                    resp.header()
+                        .map(|h| (ClusterId::new(h.cluster_id()), MemberId::new(h.member_id())))
+                });
+                kvs.push(resp.kvs().first().map(live_kv));
+            }
+            Ok((header, kvs))
+        }
+    })
+    .await;
+    asked
+        .into_iter()
+        .map(|(endpoint, read)| match read {
+            Ok((header, kvs)) => KeysAnswer {
+                endpoint,
+                cluster_id: header.map(|h| h.0),
+                member_id: header.map(|h| h.1),
+                kvs: Ok(kvs),
+            },
+            Err(why) => KeysAnswer {
+                endpoint,
                 cluster_id: None,
                 member_id: None,
-                kvs: Err(why.clone()),
-            })
-            .collect()
-    };
+                kvs: Err(why),
+            },
+        })
+        .collect()
+}
+
+/// A key-value pair as the agent compares it.
+fn live_kv(kv: &etcd_client::KeyValue) -> LiveKv {
+    LiveKv {
+        mod_revision: kv.mod_revision(),
+        key: kv.key().to_vec(),
+        create_revision: kv.create_revision(),
+        version: kv.version(),
+        value: kv.value().to_vec(),
+        lease: kv.lease(),
+    }
+}
+
+/// An RPC's answer bounded by `timeout_at`, its failure rendered with the
+/// RPC's name.
+fn bounded<T>(
+    rpc: &str,
+    answer: Result<Result<T, etcd_client::Error>, tokio::time::error::Elapsed>,
+) -> Result<T, String> {
+    match answer {
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(e)) => Err(format!("{rpc} failed: {}", describe_error(&e))),
+        Err(_) => Err(format!("{rpc}: no answer before the deadline")),
+    }
+}
+
+/// Connects to every endpoint concurrently and runs `ask` with each client,
+/// all bounded by `deadline`: per endpoint, in the order given, what `ask`
+/// returned, or why there is no answer (TLS files, connect, the deadline).
+async fn ask_every<T, F, Fut>(
+    conn: &EtcdConn,
+    deadline: Instant,
+    ask: F,
+) -> Vec<(String, Result<T, String>)>
+where
+    T: Send + 'static,
+    F: Fn(Client) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
+{
     let prepared = match prepare(conn) {
         Ok(p) => Arc::new(p),
-        Err(e) => return failed(e.to_string()),
+        Err(e) => {
+            return conn
+                .endpoints
+                .iter()
+                .map(|endpoint| (endpoint.clone(), Err(e.to_string())))
+                .collect()
+        }
     };
-    let keys = Arc::new(keys.to_vec());
     let mut tasks = JoinSet::new();
     for (i, endpoint) in conn.endpoints.iter().enumerate() {
         let endpoint = endpoint.clone();
         let prepared = Arc::clone(&prepared);
-        let keys = Arc::clone(&keys);
+        let ask = ask.clone();
         tasks.spawn(async move {
-            let read = async {
-                let client =
-                    match connect(&endpoint, &prepared, prepared.credentials.clone(), deadline)
-                        .await
-                    {
-                        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
-                            connect(&endpoint, &prepared, None, deadline).await?
-                        }
-                        other => other?,
-                    };
-                let mut header = None;
-                let mut kvs = Vec::new();
-                for key in keys.iter() {
-                    let mut kv = client.kv_client();
-                    let options = GetOptions::new()
-                        .with_revision(revision)
-                        .with_serializable();
-                    let resp = match timeout_at(deadline, kv.get(key.clone(), Some(options))).await
-                    {
-                        Ok(Ok(resp)) => resp,
-                        Ok(Err(e)) => return Err(format!("Range failed: {}", describe_error(&e))),
-                        Err(_) => return Err("Range: no answer before the deadline".to_owned()),
-                    };
-                    header = header.or_else(|| {
-                        resp.header()
-                            .map(|h| (ClusterId::new(h.cluster_id()), MemberId::new(h.member_id())))
-                    });
-                    kvs.push(resp.kvs().first().map(|kv| LiveKv {
-                        mod_revision: kv.mod_revision(),
-                        key: kv.key().to_vec(),
-                        create_revision: kv.create_revision(),
-                        version: kv.version(),
-                        value: kv.value().to_vec(),
-                        lease: kv.lease(),
-                    }));
-                }
-                Ok((header, kvs))
-            }
-            .await;
-            let out = match read {
-                Ok((header, kvs)) => KeysAnswer {
-                    endpoint,
-                    cluster_id: header.map(|h| h.0),
-                    member_id: header.map(|h| h.1),
-                    kvs: Ok(kvs),
-                },
-                Err(why) => KeysAnswer {
-                    endpoint,
-                    cluster_id: None,
-                    member_id: None,
-                    kvs: Err(why),
-                },
+            let answer = match connect_as_configured(&endpoint, &prepared, deadline).await {
+                Ok(client) => ask(client).await,
+                Err(why) => Err(why),
             };
-            (i, out)
+            (i, answer)
         });
     }
-    let mut out: Vec<Option<KeysAnswer>> = vec![None; conn.endpoints.len()];
+    let mut out: Vec<Option<Result<T, String>>> = std::iter::repeat_with(|| None)
+        .take(conn.endpoints.len())
+        .collect();
     while let Ok(Some(joined)) = timeout_at(deadline + OUTER_SLACK, tasks.join_next()).await {
         if let Ok((i, answer)) = joined {
             out[i] = Some(answer);
@@ -648,14 +605,13 @@ pub async fn read_keys(
     tasks.abort_all();
     conn.endpoints
         .iter()
+        .cloned()
         .zip(out)
         .map(|(endpoint, a)| {
-            a.unwrap_or_else(|| KeysAnswer {
-                endpoint: endpoint.clone(),
-                cluster_id: None,
-                member_id: None,
-                kvs: Err("Range: no answer before the deadline".to_owned()),
-            })
+            (
+                endpoint,
+                a.unwrap_or_else(|| Err("no answer before the deadline".to_owned())),
+            )
         })
         .collect()
 }
@@ -844,17 +800,7 @@ async fn probe_endpoint(
     prepared: &Prepared,
     deadline: Instant,
 ) -> Result<LiveCluster, String> {
-    let mut client = match connect(endpoint, prepared, prepared.credentials.clone(), deadline).await
-    {
-        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
-            // etcdctl and clientv3 treat "auth not enabled" as "no token needed";
-            // etcd-client fails the connect instead. MemberList and Status need
-            // no auth, so carry on anonymously.
-            tracing::debug!(endpoint, "auth is not enabled; asking anonymously");
-            connect(endpoint, prepared, None, deadline).await?
-        }
-        other => other?,
-    };
+    let mut client = connect_as_configured(endpoint, prepared, deadline).await?;
 
     let mut cluster_client = client.cluster_client();
     let member_list = async {
@@ -925,6 +871,25 @@ async fn probe_endpoint(
         positions: Vec::new(),
         leader_raft_index: None,
     })
+}
+
+/// [`connect`] with the configured credentials, and anonymously when the
+/// cluster says auth is not enabled: etcdctl and clientv3 treat "auth not
+/// enabled" as "no token needed", while etcd-client fails the connect. The
+/// reads asked (MemberList, Status, and without auth HashKV and Range) need no
+/// token then.
+async fn connect_as_configured(
+    endpoint: &str,
+    prepared: &Prepared,
+    deadline: Instant,
+) -> Result<Client, String> {
+    match connect(endpoint, prepared, prepared.credentials.clone(), deadline).await {
+        Err(e) if prepared.credentials.is_some() && is_auth_not_enabled(&e) => {
+            tracing::debug!(endpoint, "auth is not enabled; asking anonymously");
+            connect(endpoint, prepared, None, deadline).await
+        }
+        other => other,
+    }
 }
 
 async fn connect(
