@@ -695,23 +695,28 @@ fn fork(c: &Ctx) -> Option<Decision> {
     ))
 }
 
-/// Row 6h: the leader's word on the directory's cluster (the leader and half
-/// of the voters heard) is of another history under the same IDs than the one
-/// this directory holds. Starting would fork it (the same raft indexes holding
-/// different entries). Two signs, each impossible within one history:
+/// Row 6h: the directory's cluster (a majority heard) is of another history
+/// under the same IDs than the one this directory holds. Starting would fork
+/// it (the same raft indexes holding different entries). Two signs, each
+/// impossible within one history:
 ///
-/// * the list has this member as never started while the directory records
-///   that its member published itself: nothing unstarts a member (a restore
-///   this member was left out of);
+/// * the leader's list (the leader heard) has this member as never started
+///   while the directory records that its member published itself: nothing
+///   unstarts a member (a restore this member was left out of);
 /// * a majority of the voters each answer past the directory in a lower
 ///   term, or further past it in revisions than in entries, or with another
 ///   keyspace at a revision both hold ([`later_history`], [`keyspace_check_at`]:
 ///   a volume put back to a copy from before a restore, bumped or not, behind
-///   the restored cluster or ahead of it).
+///   the restored cluster or ahead of it). No leader is needed for these:
+///   each answer speaks for its own member, and a majority is counted
+///   (a member killed while it led is asked about before the others elect
+///   another: they answer without a leader, naming it).
 fn other_history(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
-    let l = c.live.filter(|l| l.authoritative_for(rec.cluster_id))?;
-    let unstarted = (rec.published && !rec.restored)
+    let l = c
+        .live
+        .filter(|l| l.cluster_id == rec.cluster_id && l.majority_heard)?;
+    let unstarted = (l.leader_heard && rec.published && !rec.restored)
         .then(|| l.member(rec.member_id).filter(|m| !m.started))
         .flatten();
     let why = match unstarted {
@@ -831,14 +836,14 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
 
 /// The revision at which to compare the directory's keyspace with the
 /// members' (`HashKV`), when the other signs of row 6h cannot see a history
-/// apart: the leader and a majority of the directory's cluster answered, and
-/// the directory stands past the leader, in revision or in applied index,
-/// where no member of the leader's history stands once the leader has
-/// committed an entry of its term (a copy from before a restore that is
-/// ahead of the restored cluster: index and revision both past it, so
-/// neither position sign shows). The revision is the lowest of the
-/// directory's and the answering voters', which every one of them holds.
-/// `None`: no comparison needed or possible.
+/// apart: a majority of the directory's cluster answered, and the directory
+/// stands past the leader (or, no leader answering, past every voter that
+/// did), in revision or in applied index, where no member of the leader's
+/// history stands once the leader has committed an entry of its term (a
+/// copy from before a restore that is ahead of the restored cluster: index
+/// and revision both past it, so neither position sign shows). The revision
+/// is the lowest of the directory's and the answering voters', which every
+/// one of them holds. `None`: no comparison needed or possible.
 pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let Dir::Initialized(rec) = &i.dir.state else {
         return None;
@@ -846,23 +851,39 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let l = i
         .live
         .get()
-        .filter(|l| l.authoritative_for(rec.cluster_id))?;
+        .filter(|l| l.cluster_id == rec.cluster_id && l.majority_heard)?;
     let (revision, applied) = (rec.revision?, rec.applied_index?);
-    let leader = l.positions.iter().find(|p| p.leader)?;
-    let ahead = leader.revision.is_some_and(|r| revision > r)
-        || leader.applied_index.is_some_and(|a| applied > a);
-    if !ahead {
-        return None;
-    }
     let voters: std::collections::BTreeSet<MemberId> = l
         .members
         .iter()
         .filter(|m| !m.is_learner)
         .map(|m| m.id)
         .collect();
-    l.positions
+    let others: Vec<&LivePosition> = l
+        .positions
         .iter()
         .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
+        .collect();
+    // Fewer answers than row 6h counts a majority with: nothing to refuse on.
+    let mut answering: std::collections::BTreeSet<MemberId> =
+        others.iter().map(|p| p.member_id).collect();
+    let asked = answering.len();
+    answering.insert(rec.member_id);
+    if asked < 2 || asked * 2 <= voters.union(&answering).count() {
+        return None;
+    }
+    let past = |p: &&LivePosition| {
+        p.revision.is_some_and(|r| revision > r) || p.applied_index.is_some_and(|a| applied > a)
+    };
+    let ahead = match l.positions.iter().find(|p| p.leader) {
+        Some(leader) => past(&leader),
+        None => others.iter().all(past),
+    };
+    if !ahead {
+        return None;
+    }
+    others
+        .iter()
         .filter_map(|p| p.revision)
         .chain([revision])
         .min()
