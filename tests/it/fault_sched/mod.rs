@@ -243,12 +243,22 @@ pub fn run_schedule(fc: &mut FaultCluster, schedule: &Schedule, tag: &str) -> Ou
     );
     let mut incarnation = 0;
     for fault in &schedule.faults {
-        if matches!(fault, schedule::Fault::Recreate(_)) {
-            // The cluster is deleted on purpose: what it acknowledged goes
-            // with it. The new incarnation's writes are checked from here.
+        if matches!(
+            fault,
+            schedule::Fault::Recreate(_) | schedule::Fault::RestoreAll(_)
+        ) {
+            // The cluster is deleted, or restored from a backup, on purpose:
+            // what it acknowledged goes with it (a restore keeps what the
+            // backup held, which the checker no longer asks for). The new
+            // incarnation's writes are checked from here.
             let gone = writer.stop();
             fc.event(format!(
-                "the cluster is deleted: its {} acknowledged writes (and {} earlier) go with it",
+                "the cluster is {}: its {} acknowledged writes (and {} earlier) go with it",
+                if matches!(fault, schedule::Fault::Recreate(_)) {
+                    "deleted"
+                } else {
+                    "restored from a backup"
+                },
                 gone.acked.len(),
                 fc.acked.len()
             ));

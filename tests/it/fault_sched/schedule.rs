@@ -78,6 +78,17 @@ pub enum Fault {
     /// inheriting their volumes, the others on fresh ones; witnesses stay.
     /// Formed like the operator forms it (the seed, then `member add`s).
     Recreate(u32),
+    /// `etcdctl snapshot save` from the member (a scheduled backup), kept for
+    /// a later [`Fault::RestoreAll`].
+    Backup(usize),
+    /// etcd's documented disaster recovery from the last [`Fault::Backup`]:
+    /// every member killed and restored (`snapshot restore` with its own name,
+    /// the whole `--initial-cluster` and the token), then started. Unbumped,
+    /// the rollback is acknowledged the runbook's way (every witness
+    /// removed); bumped (`--bump-revision` past every witness's mark,
+    /// `--mark-compacted`; 3.5.8+ only, unbumped before), the witnesses stay.
+    /// What the cluster acknowledged after the backup goes, on purpose.
+    RestoreAll(bool),
     /// Let the writers write for this many milliseconds.
     Pause(u64),
 }
@@ -108,6 +119,12 @@ impl fmt::Display for Fault {
                     write!(f, "recreate {}", kept.join("+"))
                 }
             }
+            Fault::Backup(i) => write!(f, "backup m{i}"),
+            Fault::RestoreAll(bumped) => write!(
+                f,
+                "restore-all {}",
+                if *bumped { "bumped" } else { "unbumped" }
+            ),
             Fault::Pause(ms) => write!(f, "pause {ms}ms"),
         }
     }
@@ -148,6 +165,13 @@ impl Fault {
             }
             return Ok(Fault::Recreate(mask));
         }
+        if verb == "restore-all" {
+            return match arg {
+                "bumped" => Ok(Fault::RestoreAll(true)),
+                "unbumped" => Ok(Fault::RestoreAll(false)),
+                _ => Err(format!("{text:?}: want `restore-all bumped|unbumped`")),
+            };
+        }
         let member: usize = arg
             .strip_prefix('m')
             .and_then(|n| n.parse().ok())
@@ -159,6 +183,7 @@ impl Fault {
             }
             "old-volume" => Ok(Fault::OldVolume(member)),
             "copy" => Ok(Fault::Copy(member)),
+            "backup" => Ok(Fault::Backup(member)),
             "rollback" => Ok(Fault::Rollback(member)),
             "rollback-wal" => Ok(Fault::RollbackWal(member)),
             "failed-join" => Ok(Fault::FailedJoin(member)),
@@ -179,7 +204,8 @@ impl Fault {
             Fault::Restart(i) | Fault::RestartUnguarded(i) => Some(i),
             Fault::OldVolume(i) | Fault::FailedJoin(i) | Fault::JoinKilled(i, _) => Some(i),
             Fault::Copy(i) | Fault::Rollback(i) | Fault::RollbackWal(i) => Some(i),
-            Fault::Pause(_) | Fault::Recreate(_) => None,
+            Fault::Backup(i) => Some(i),
+            Fault::Pause(_) | Fault::Recreate(_) | Fault::RestoreAll(_) => None,
         }
     }
 }
@@ -198,6 +224,11 @@ pub enum Shape {
     /// The cluster deleted and created again under the same names, some
     /// members inheriting their volumes, the witnesses left behind.
     Recreated,
+    /// The whole cluster restored from a backup (bumped or not), and a copy
+    /// of one member's volume taken before the restore (before or after the
+    /// backup) put back under it: a copy of another history of the log, ahead
+    /// of the restored cluster in raft index, ahead or behind in revision.
+    Restored,
     /// Given explicitly (`FAULT_SEQUENCE`, or a test).
     Explicit,
 }
@@ -259,6 +290,8 @@ impl Schedule {
             Shape::RolledBack
         } else if pick.chance(1, 16) {
             Shape::Recreated
+        } else if pick.chance(1, 6) {
+            Shape::Restored
         } else if rng.chance(2, 5) {
             Shape::LaggingVoter
         } else {
@@ -327,6 +360,50 @@ impl Schedule {
                 faults.push(fault);
                 faults.push(Fault::Pause(rng.between(300, 1200)));
                 for _ in 0..rng.between(0, 2) {
+                    model.random_step(&mut rng, &mut faults);
+                }
+            }
+            Shape::Restored => {
+                let mut order: Vec<usize> = (0..members).collect();
+                rng.shuffle(&mut order);
+                let (source, copied) = (order[0], order[rng.between(0, 1) as usize]);
+                // A cluster formed like the operator forms it (the seed, then
+                // `member add`s) gets another cluster ID from a restore of
+                // all its members, which alone refuses the copy. Restored
+                // once first, it keeps its ID through every later restore, as
+                // a cluster bootstrapped whole (a StatefulSet's) does.
+                faults.push(Fault::Backup(order[members - 1]));
+                faults.push(Fault::RestoreAll(false));
+                faults.push(Fault::Pause(rng.between(300, 800)));
+                let backup = [Fault::Backup(source), Fault::Pause(rng.between(300, 1200))];
+                let copy = [Fault::Copy(copied), Fault::Pause(rng.between(300, 1500))];
+                // The copy after the backup (ahead of it in revision), or
+                // before it (behind it, of the same keyspace).
+                if rng.chance(2, 3) {
+                    faults.extend(backup);
+                    faults.extend(copy);
+                } else {
+                    faults.extend(copy);
+                    faults.extend(backup);
+                }
+                faults.push(Fault::RestoreAll(rng.chance(1, 3)));
+                // The restored cluster writes a little (the copy stays ahead of
+                // it in revision) or for longer (it overtakes the copy's).
+                faults.push(Fault::Pause(if rng.chance(1, 2) {
+                    rng.between(100, 600)
+                } else {
+                    rng.between(2000, 4000)
+                }));
+                faults.push(Fault::Rollback(copied));
+                if rng.chance(1, 2) {
+                    faults.push(Fault::Pause(rng.between(50, 500)));
+                }
+                faults.push(Fault::Restart(copied));
+                faults.push(Fault::Pause(rng.between(300, 1500)));
+                for fault in &faults {
+                    model.apply(*fault);
+                }
+                for _ in 0..rng.between(0, 1) {
                     model.random_step(&mut rng, &mut faults);
                 }
             }
@@ -407,10 +484,11 @@ impl Schedule {
     pub fn wiped(&self) -> Vec<usize> {
         // A recreated cluster is another cluster: what the deleted one lost
         // is not the new one's.
+        // So is a restored one: what the restore dropped it dropped on purpose.
         let since = self
             .faults
             .iter()
-            .rposition(|f| matches!(f, Fault::Recreate(_)))
+            .rposition(|f| matches!(f, Fault::Recreate(_) | Fault::RestoreAll(_)))
             .map_or(0, |at| at + 1);
         let mut wiped: Vec<usize> = self.faults[since..]
             .iter()
@@ -483,7 +561,13 @@ impl Model {
             Fault::Recreate(_) => {
                 *self = Model::new(self.state.len());
             }
-            Fault::Pause(_) => {}
+            // Every member restored and up; the copies taken before stay.
+            Fault::RestoreAll(_) => {
+                let copied = std::mem::take(&mut self.copied);
+                *self = Model::new(self.state.len());
+                self.copied = copied;
+            }
+            Fault::Backup(_) | Fault::Pause(_) => {}
         }
     }
 
@@ -657,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn rolled_back_volumes_and_recreated_clusters_are_drawn() {
+    fn rolled_back_volumes_and_recreated_and_restored_clusters_are_drawn() {
         let mut rolled = 0;
         let mut wal_only = 0;
         let mut recreated = 0;
@@ -695,14 +779,44 @@ mod tests {
             rolled >= 70 && wal_only >= 15 && recreated >= 10,
             "of 500 seeds: {rolled} roll a member back ({wal_only} its WAL alone), {recreated} recreate the cluster"
         );
+        let restored: Vec<Schedule> = (0..500u64)
+            .map(|seed| Schedule::generate(seed, 3))
+            .filter(|s| s.shape == Shape::Restored)
+            .collect();
+        let bumped = restored
+            .iter()
+            .filter(|s| s.faults.contains(&Fault::RestoreAll(true)))
+            .count();
+        assert!(
+            restored.len() >= 20 && bumped >= 5,
+            "of 500 seeds: {} restore the cluster ({bumped} bumped)",
+            restored.len()
+        );
+        for s in &restored {
+            // The copy is put back after the last restore, of the member copied.
+            let last = s
+                .faults
+                .iter()
+                .rposition(|f| matches!(f, Fault::RestoreAll(_)));
+            let copy = s.faults.iter().find_map(|f| match f {
+                Fault::Copy(i) => Some(*i),
+                _ => None,
+            });
+            let back = s
+                .faults
+                .iter()
+                .position(|f| Some(*f) == copy.map(Fault::Rollback));
+            assert!(last < back && copy.is_some(), "{s}");
+            assert!(s.wiped().len() <= 1, "{s}");
+        }
         let s = Schedule::parse(
             5,
-            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -",
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped",
         )
         .unwrap();
         assert_eq!(
             s.to_string(),
-            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -"
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped"
         );
         assert!(Schedule::parse(3, "recreate m3").is_err());
     }

@@ -191,6 +191,8 @@ pub struct FaultCluster {
     rolled_back: BTreeSet<usize>,
     /// The current incarnation's token, once the cluster was recreated.
     token: Option<String>,
+    /// The last [`Fault::Backup`] of this schedule (`etcdctl snapshot save`).
+    backup: Option<PathBuf>,
     /// Recreations so far.
     incarnations: u32,
     /// Members bootstrapping a recreated cluster: `bootstrap` is expected.
@@ -234,6 +236,7 @@ impl FaultCluster {
             copies: vec![None; n],
             rolled_back: BTreeSet::new(),
             token: None,
+            backup: None,
             incarnations: 0,
             bootstrapping: BTreeSet::new(),
             sidecars: (0..n).map(|_| None).collect(),
@@ -258,7 +261,12 @@ impl FaultCluster {
             std::fs::create_dir_all(&dir)
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
             let m = &self.cluster[i];
-            self.sidecars[i] = Some(Sidecar::start(m.client_url(), m.data_dir(), &dir));
+            self.sidecars[i] = Some(Sidecar::start(
+                m.client_url(),
+                m.data_dir(),
+                &dir,
+                "fault-schedules",
+            ));
         }
         for i in 0..self.len() {
             self.cluster[i].stop();
@@ -290,6 +298,14 @@ impl FaultCluster {
         for c in &mut self.copies {
             *c = None;
         }
+        self.backup = None;
+    }
+
+    /// The current incarnation's `--initial-cluster-token`.
+    fn current_token(&self) -> String {
+        self.token
+            .clone()
+            .unwrap_or_else(|| "fault-schedules".to_string())
     }
 
     /// Number of members.
@@ -440,6 +456,33 @@ impl FaultCluster {
             }
             Fault::Recreate(mask) => {
                 if let Err(e) = self.recreate(mask) {
+                    self.event(format!("{fault}: {e}"));
+                }
+            }
+            Fault::Backup(i) => {
+                if !m(i).is_answering() {
+                    self.event(format!("{fault}: not answering, nothing to do"));
+                    return None;
+                }
+                let dest = self.scratch.path().join("backup.db");
+                let _ = std::fs::remove_file(&dest);
+                let out = m(i).etcdctl([
+                    std::ffi::OsStr::new("snapshot"),
+                    "save".as_ref(),
+                    dest.as_os_str(),
+                ]);
+                if out.status.success() {
+                    self.backup = Some(dest);
+                    self.event(format!("{fault} (etcdctl snapshot save)"));
+                } else {
+                    self.event(format!(
+                        "{fault}: snapshot save failed, nothing to do: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+            }
+            Fault::RestoreAll(bumped) => {
+                if let Err(e) = self.restore_all(bumped) {
                     self.event(format!("{fault}: {e}"));
                 }
             }
@@ -672,6 +715,135 @@ impl FaultCluster {
             .map_err(|e| format!("recreate: m{i} not healthy: {e}"))
     }
 
+    /// [`Fault::RestoreAll`]: etcd's documented disaster recovery from this
+    /// schedule's backup, the runbook's way (section 17, third remedy): every
+    /// member killed and restored with its own name, the whole
+    /// `--initial-cluster` and the token, before any starts; unbumped, the
+    /// rollback is acknowledged by removing every witness; bumped past every
+    /// witness's mark (`--bump-revision 1000000 --mark-compacted`, where the
+    /// line has it), the witnesses stay. Then every member starts (guarded:
+    /// through `preflight`, which must say `start`, row 5 or 5e) and the
+    /// cluster is waited for. The cluster ID is the restored membership's.
+    fn restore_all(&mut self, bumped: bool) -> Result<(), String> {
+        let Some(backup) = self.backup.clone() else {
+            return Err("no backup taken, nothing to do".into());
+        };
+        let version = self.cluster[0].version();
+        let can_bump = !matches!(version, EtcdVersion::V3_4 | EtcdVersion::V3_5);
+        let bump = (bumped && can_bump).then_some(1_000_000u64);
+        let n = self.len();
+        for i in 0..n {
+            if self.cluster[i].is_running() {
+                self.cluster[i].kill9();
+            }
+        }
+        // The Pods go with their volumes' contents: new sidecars at the next
+        // start (the old ones are killed here, before their witnesses go).
+        for i in 0..n {
+            self.sidecars[i] = None;
+        }
+        if bump.is_none() && self.mode == Mode::Guarded {
+            for i in 0..n {
+                let w = self.witness_dir(i).join("witness.json");
+                match std::fs::remove_file(&w) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("cannot remove {}: {e}", w.display())),
+                }
+            }
+        }
+        let token = self.current_token();
+        let initial: Vec<String> = (0..n)
+            .map(|i| format!("{}={}", self.name(i), self.cluster[i].peer_url()))
+            .collect();
+        for i in 0..n {
+            let m = &self.cluster[i];
+            let dir = m.data_dir().to_path_buf();
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+            // 3.4 restores with etcdctl; 3.5 on with etcdutl.
+            let mut cmd = match version.etcdutl() {
+                Some(etcdutl) => std::process::Command::new(etcdutl),
+                None => {
+                    let mut c = std::process::Command::new(version.etcdctl());
+                    c.env("ETCDCTL_API", "3");
+                    c
+                }
+            };
+            cmd.arg("snapshot")
+                .arg("restore")
+                .arg(&backup)
+                .arg(format!("--name={}", m.name()))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg(format!("--initial-cluster-token={token}"))
+                .arg(format!("--initial-advertise-peer-urls={}", m.peer_url()))
+                .arg(format!("--data-dir={}", dir.display()));
+            if let Some(b) = bump {
+                cmd.arg(format!("--bump-revision={b}"))
+                    .arg("--mark-compacted");
+            }
+            let out = cmd
+                .output()
+                .map_err(|e| format!("cannot run snapshot restore: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "snapshot restore for m{i} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+        for i in 0..n {
+            self.volume_replaced(i);
+            self.refused.remove(&i);
+            self.first_start_failed.remove(&i);
+        }
+        self.event(format!(
+            "restore-all: every member restored from the backup ({}){}",
+            match bump {
+                Some(b) => format!("--bump-revision {b} --mark-compacted"),
+                None if bumped => format!("unbumped: {} has no --bump-revision", version.label()),
+                None => "unbumped".to_string(),
+            },
+            if bump.is_none() && self.mode == Mode::Guarded {
+                "; every witness removed (the rollback acknowledged)"
+            } else {
+                ""
+            }
+        ));
+        for i in 0..n {
+            if let Err(p) = self.start(i) {
+                let what = format!(
+                    "preflight refused {} restored by the runbook's disaster recovery: {} (exit {}): {}",
+                    self.name(i),
+                    p.verdict,
+                    p.code,
+                    p.reason
+                );
+                self.event(format!("ANOMALY: {what}"));
+                self.counters.anomalies.push(what);
+            }
+        }
+        for i in 0..n {
+            if self.cluster[i].is_running() {
+                self.cluster[i]
+                    .try_wait_healthy(patience())
+                    .map_err(|e| format!("restore-all: m{i} not healthy: {e}"))?;
+            }
+        }
+        let up = (0..n)
+            .find(|&i| self.cluster[i].is_running())
+            .ok_or("restore-all: no member started")?;
+        let status = self.cluster[up].endpoint_status();
+        self.cluster_id = status["header"]["cluster_id"]
+            .as_u64()
+            .ok_or_else(|| format!("restore-all: no cluster ID in {status}"))?;
+        self.event(format!(
+            "restore-all: every member healthy (cluster {:016x})",
+            self.cluster_id
+        ));
+        Ok(())
+    }
+
     /// Makes, once, the volumes an earlier cluster of the same name left: each
     /// member in turn is stopped, started alone on a scratch directory with
     /// another token (a one-member cluster with its name and peer URL), writes a
@@ -717,10 +889,10 @@ impl FaultCluster {
             // sidecar (it reads the WAL at boot); the witness file, on a
             // volume of its own, stays.
             if self.new_volume.contains(&i) {
-                let dir = self.witness_dir(i);
+                let (dir, token) = (self.witness_dir(i), self.current_token());
                 let m = &self.cluster[i];
                 self.sidecars[i] = None;
-                self.sidecars[i] = Some(Sidecar::start(m.client_url(), m.data_dir(), &dir));
+                self.sidecars[i] = Some(Sidecar::start(m.client_url(), m.data_dir(), &dir, &token));
             }
             let p = self.preflight(i);
             if p.code != 0 {
@@ -911,6 +1083,20 @@ impl FaultCluster {
             cmd.env(k, v);
         }
         let run = run_command(cmd);
+        // `FAULT_KEEP_REPORTS=<dir>`: every preflight's JSON document kept
+        // there, numbered (what each source said, for a replay's post-mortem).
+        if let Some(dir) = std::env::var_os("FAULT_KEEP_REPORTS") {
+            let path = Path::new(&dir).join(format!(
+                "preflight-{}-{}.json",
+                self.preflights,
+                self.name(i)
+            ));
+            if let Some(doc) = &run.json {
+                let _ = std::fs::create_dir_all(&dir);
+                let _ =
+                    std::fs::write(&path, serde_json::to_string_pretty(doc).unwrap_or_default());
+            }
+        }
         let field = |k: &str| {
             run.json
                 .as_ref()
@@ -1259,7 +1445,7 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    fn start(endpoint: &str, data_dir: &Path, dir: &Path) -> Sidecar {
+    fn start(endpoint: &str, data_dir: &Path, dir: &Path, token: &str) -> Sidecar {
         let log = std::fs::File::create(dir.join("serve.log"))
             .unwrap_or_else(|e| panic!("cannot create the sidecar's log: {e}"));
         let mut cmd = std::process::Command::new(agent_binary());
@@ -1284,7 +1470,7 @@ impl Sidecar {
             .arg("--poll-interval=500ms")
             .arg("--poll-timeout=1s")
             .arg("--kube=false")
-            .arg("--initial-cluster-token=fault-schedules")
+            .arg(format!("--initial-cluster-token={token}"))
             .env("AGENT_LOG", "info")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
