@@ -278,11 +278,6 @@ fn spec_schedule_loses_the_write_in_baseline_mode_34() {
 }
 
 #[test]
-fn spec_schedule_loses_the_write_in_baseline_mode_35() {
-    spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_5);
-}
-
-#[test]
 fn spec_schedule_loses_nothing_when_guarded_34() {
     spec_schedule_loses_nothing_when_guarded(EtcdVersion::V3_4);
 }
@@ -410,11 +405,6 @@ fn failed_first_starts_are_joined_never_refused(version: EtcdVersion) {
 /// led (a fresh-clone CI run, 2026-12-06). No check of the directory can see
 /// it, and the guard started the member rightly.
 #[test]
-fn failed_first_starts_are_joined_never_refused_35() {
-    failed_first_starts_are_joined_never_refused(EtcdVersion::V3_5Latest);
-}
-
-#[test]
 fn failed_first_starts_are_joined_never_refused_36() {
     failed_first_starts_are_joined_never_refused(EtcdVersion::V3_6);
 }
@@ -467,11 +457,6 @@ fn an_old_volume_under_a_re_added_member_without_quorum_is_refused(version: Etcd
 #[test]
 fn an_old_volume_under_a_re_added_member_without_quorum_is_refused_36() {
     an_old_volume_under_a_re_added_member_without_quorum_is_refused(EtcdVersion::V3_6);
-}
-
-#[test]
-fn an_old_volume_under_a_re_added_member_without_quorum_is_refused_37() {
-    an_old_volume_under_a_re_added_member_without_quorum_is_refused(EtcdVersion::V3_7);
 }
 
 /// Runs what the `FAULT_*` variables say (see docs/fault-schedules.md):
@@ -559,6 +544,11 @@ fn a_rolled_back_member_loses_writes_in_baseline_mode(version: EtcdVersion, wal_
     for attempt in 1..=3 {
         let mut cfg = RunConfig::new(version, Mode::Baseline, attempt, 1);
         cfg.sequence = Some(rolled_back(wal_only));
+        // A heal that cannot bring the members back (they diverged, or one
+        // hangs) is the loss looked for: no need to wait 90 s for it, nor
+        // to ask the hung member for every write.
+        cfg.heal_limit = Some(Duration::from_secs(25));
+        cfg.skip_check_unhealed = true;
         let tally = run(&cfg);
         if tally.lost > 0 || tally.divergent > 0 || tally.errors > 0 {
             return;
@@ -625,4 +615,58 @@ fn a_recreated_cluster_bootstraps_past_old_witnesses_and_refuses_inherited_volum
         "the seed bootstrapped once and the inherited volume was refused:\n{}",
         tally.report()
     );
+}
+
+/// The restored shape (issue 29): the cluster restored once (its ID then
+/// the restored membership's, as for a cluster bootstrapped whole), a backup,
+/// a copy of m1's volume ahead of it, the whole cluster restored from the
+/// backup the runbook's way (unbumped, every witness removed), writes, and
+/// m1's copy put back: a copy of the history the restore dropped, ahead of
+/// the restored cluster in raft index and revision. Guarded it is refused
+/// (`refuse-foreign`, row 6h: a position sign or the keyspace) and replaced;
+/// nothing the restored cluster acknowledged is lost. Without the guard
+/// (`scripts/faults --mode baseline` on the restored seeds,
+/// docs/fault-schedules.md) the copy leads the cluster back to its history.
+#[test]
+fn a_copy_put_back_after_a_whole_cluster_restore_is_refused_37() {
+    let mut cfg = RunConfig::new(EtcdVersion::V3_7, Mode::Guarded, 0, 1);
+    cfg.sequence = Some(
+        "backup m2, restore-all unbumped, pause 400ms, backup m0, pause 900ms, copy m1, \
+         pause 700ms, restore-all unbumped, pause 500ms, rollback m1, pause 200ms, \
+         restart m1, pause 1000ms"
+            .to_string(),
+    );
+    let tally = run(&cfg);
+    assert_guarded_lost_nothing(&tally);
+    assert!(
+        tally.counters.refusals.contains_key("refuse-foreign") && tally.counters.remedies >= 1,
+        "the copy was refused and replaced:\n{}",
+        tally.report()
+    );
+}
+
+/// The same shapes on more lines: run by `AGENT_TEST_ALL_LINES=1 scripts/test`
+/// (`cargo test -- --ignored every_line::`), not by default. CI keeps the
+/// baseline loss on 3.4, 3.6 and 3.7, the failed first starts on 3.6 and 3.7,
+/// and the old volume without quorum on 3.6, where it was found.
+mod every_line {
+    use super::*;
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn spec_schedule_loses_the_write_in_baseline_mode_35() {
+        spec_schedule_loses_the_write_in_baseline_mode(EtcdVersion::V3_5);
+    }
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn failed_first_starts_are_joined_never_refused_35() {
+        failed_first_starts_are_joined_never_refused(EtcdVersion::V3_5Latest);
+    }
+
+    #[test]
+    #[ignore = "every-line matrix: AGENT_TEST_ALL_LINES=1 scripts/test"]
+    fn an_old_volume_under_a_re_added_member_without_quorum_is_refused_37() {
+        an_old_volume_under_a_re_added_member_without_quorum_is_refused(EtcdVersion::V3_7);
+    }
 }

@@ -54,6 +54,11 @@ pub struct RunConfig {
     pub verbose: bool,
     /// `FAULT_REPORT`: append the tally as one JSON line to this file.
     pub report: Option<PathBuf>,
+    /// How long a heal may take (default three times the patience).
+    pub heal_limit: Option<Duration>,
+    /// Skip the checker after a heal that gave up (a baseline test that
+    /// counts the failed heal as the loss it looks for).
+    pub skip_check_unhealed: bool,
 }
 
 impl RunConfig {
@@ -69,6 +74,8 @@ impl RunConfig {
             sequence: None,
             verbose: false,
             report: None,
+            heal_limit: None,
+            skip_check_unhealed: false,
         }
     }
 
@@ -118,6 +125,8 @@ impl RunConfig {
             sequence: var("FAULT_SEQUENCE"),
             verbose,
             report: var("FAULT_REPORT").map(PathBuf::from),
+            heal_limit: None,
+            skip_check_unhealed: false,
         })
     }
 
@@ -279,7 +288,15 @@ pub fn run_schedule(fc: &mut FaultCluster, schedule: &Schedule, tag: &str) -> Ou
     ));
     let acked_new = log.acked.len();
     fc.acked.extend(log.acked);
-    let check = check(fc, tag);
+    let check = if heal.is_err() && !fc.check_unhealed {
+        Check {
+            acked: fc.acked.len(),
+            notes: vec!["not checked: the heal gave up".to_string()],
+            ..Check::default()
+        }
+    } else {
+        check(fc, tag)
+    };
     fc.event(format!(
         "checked {} acknowledged writes: lost {}, divergent {}, foreign {}, unanswered {}",
         check.acked,
@@ -493,6 +510,10 @@ pub fn run(cfg: &RunConfig) -> Tally {
         };
         tally.clusters += 1;
         fc.verbose = cfg.verbose;
+        if let Some(limit) = cfg.heal_limit {
+            fc.heal_limit = limit;
+        }
+        fc.check_unhealed = !cfg.skip_check_unhealed;
         eprintln!(
             "[{} {}] cluster #{cluster_no}: {members} members formed in {:.1?}",
             cfg.mode.label(),

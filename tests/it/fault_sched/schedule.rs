@@ -6,7 +6,8 @@
 //! fault that meets another state (a restart refused by the guard, an etcd that
 //! crashed on its own) as a no-op, so any schedule runs on any cluster.
 //!
-//! Two shapes are drawn:
+//! Five shapes are drawn (docs/fault-schedules.md): the two below, and issue
+//! 29's rolled back, recreated and restored ones ([`Shape`]):
 //! * **random**: 3–6 faults drawn one by one (kill -9, SIGSTOP, SIGCONT, wipe,
 //!   restart, a container-only restart that skips the init containers, a volume
 //!   swapped for an earlier incarnation's, and a re-added member whose first

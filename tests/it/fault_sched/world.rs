@@ -163,6 +163,12 @@ pub struct FaultCluster {
     pub events: Vec<String>,
     /// Print events as they happen.
     pub verbose: bool,
+    /// How long the heal may take before it gives up (default three times
+    /// the patience).
+    pub heal_limit: Duration,
+    /// Run the checker after a heal that gave up (default): a test that
+    /// counts a failed heal as the loss it looks for can skip it.
+    pub check_unhealed: bool,
     /// `--initial-cluster` after a remedy (the flags the operator would rewrite).
     initial_cluster: Vec<Option<String>>,
     /// Members being remedied: `preflight` saying `join` is expected for them.
@@ -226,6 +232,8 @@ impl FaultCluster {
             counters: Counters::default(),
             events: Vec::new(),
             verbose: false,
+            heal_limit: patience() * 3,
+            check_unhealed: true,
             joining: BTreeSet::new(),
             refused: BTreeSet::new(),
             new_volume: BTreeSet::new(),
@@ -1150,7 +1158,7 @@ impl FaultCluster {
                 self.event(format!("heal: thaw m{i}"));
             }
         }
-        let deadline = Instant::now() + patience() * 3;
+        let deadline = Instant::now() + self.heal_limit;
         let mut remedy: BTreeSet<usize> = BTreeSet::new();
         let mut exits = vec![0usize; n];
         // Members the heal started whose exit (if any) is not yet accounted for.
@@ -1208,7 +1216,7 @@ impl FaultCluster {
                 return Err(format!(
                     "heal: {} not running healthy after {:?} (last pass: {unsettled}){}",
                     names(&pending),
-                    patience() * 3,
+                    self.heal_limit,
                     self.log_tails(&pending)
                 ));
             }
