@@ -837,8 +837,8 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
 /// The revision at which to compare the directory's keyspace with the
 /// members' (`HashKV`), when the other signs of row 6h cannot see a history
 /// apart: a majority of the directory's cluster answered, and the directory
-/// stands past the leader (or, no leader answering, past every voter that
-/// did), in revision or in applied index, where no member of the leader's
+/// stands past the leader (or, no leader answering, past a majority of the
+/// voters), in revision or in applied index, where no member of the leader's
 /// history stands once the leader has committed an entry of its term (a
 /// copy from before a restore that is ahead of the restored cluster: index
 /// and revision both past it, so neither position sign shows). The revision
@@ -875,9 +875,19 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let past = |p: &&LivePosition| {
         p.revision.is_some_and(|r| revision > r) || p.applied_index.is_some_and(|a| applied > a)
     };
+    // Past the leader; or, no leader answering, past enough of the voters
+    // that answered to make the majority row 6h counts (a restored member
+    // ahead of the directory may still show a position sign of its own).
     let ahead = match l.positions.iter().find(|p| p.leader) {
         Some(leader) => past(&leader),
-        None => others.iter().all(past),
+        None => {
+            let behind: std::collections::BTreeSet<MemberId> = others
+                .iter()
+                .filter(|p| past(p))
+                .map(|p| p.member_id)
+                .collect();
+            behind.len() >= 2 && behind.len() * 2 > voters.union(&answering).count()
+        }
     };
     if !ahead {
         return None;

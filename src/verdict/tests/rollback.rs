@@ -718,7 +718,7 @@ fn regression_a_copy_from_before_a_whole_cluster_restore_ahead_of_its_witness_is
 }
 
 #[test]
-fn the_keyspaces_are_compared_only_past_the_leader_and_at_a_revision_all_hold() {
+fn the_keyspaces_are_compared_only_past_the_leader_or_a_majority_and_at_a_revision_all_hold() {
     // Behind the leader in index and revision: the position signs see it.
     let mut i = at(5000, 5000);
     i.live = leader_answers(5040, 3, 5040);
@@ -749,7 +749,7 @@ fn the_keyspaces_are_compared_only_past_the_leader_and_at_a_revision_all_hold() 
         l.positions[1].applied_index = Some(5001);
         l.positions[1].revision = Some(5001);
     });
-    assert_eq!(keyspace_check_at(&i), None, "not past every voter");
+    assert_eq!(keyspace_check_at(&i), None, "past one voter of three");
     // One voter answering of three is no majority to refuse with.
     i.live = altered(leader_answers(40, 3, 5000), |l| {
         l.positions.truncate(1);
