@@ -512,11 +512,20 @@ pub(super) fn compare_keyspaces(
         compactions.sort_unstable();
         compactions.dedup();
         // Off the runtime and bounded: the db may be large or its volume
-        // slow. One more key than compared: the directory may hold a
-        // restore's placeholder, which no Range returns.
+        // slow. The read itself stops at the deadline (no scan is left
+        // running behind a verdict). One more key than compared: the
+        // directory may hold a restore's placeholder, which no Range returns.
         let reading = tokio::task::spawn_blocking(move || {
             Db::open(&db_path)
-                .and_then(|db| db.keyspace_at(revision, &compactions, own_compact, NEWEST_KEYS + 1))
+                .and_then(|db| {
+                    db.keyspace_at_until(
+                        revision,
+                        &compactions,
+                        own_compact,
+                        NEWEST_KEYS + 1,
+                        Some(deadline),
+                    )
+                })
                 .map_err(|e| e.to_string())
         });
         let ours = match tokio::time::timeout_at(tokio_deadline, reading).await {

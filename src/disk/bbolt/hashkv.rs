@@ -34,6 +34,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::ops::ControlFlow;
 
 use super::etcd::{is_tombstone, main_revision, user_key, REVISION_KEY_LEN};
 use super::{BoltError, Db, RecordProblem};
@@ -147,6 +148,20 @@ impl Db {
         own_compact: Option<i64>,
         count: usize,
     ) -> Result<KeyspaceAt, BoltError> {
+        self.keyspace_at_until(revision, compacts, own_compact, count, None)
+    }
+
+    /// [`Db::keyspace_at`] that gives up at `deadline` (checked every 1,024
+    /// entries): the read stops there, reading nothing more, and answers an
+    /// I/O error of kind `TimedOut`.
+    pub fn keyspace_at_until(
+        &self,
+        revision: i64,
+        compacts: &[i64],
+        own_compact: Option<i64>,
+        count: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<KeyspaceAt, BoltError> {
         // Keys are told apart by a 128-bit hash keyed at random for this
         // process: no pair can be chosen ahead to collide, and by chance the
         // odds are about n² / 2¹²⁹ (a collision would drop a key from the
@@ -162,9 +177,13 @@ impl Db {
         let mut scanned = 0usize;
         let mut failure: Option<BoltError> = None;
         let mut too_many = false;
-        let found = self.for_each_kv(b"key", |k, v| {
-            if failure.is_some() || too_many {
-                return;
+        let mut late = false;
+        let mut seen = 0u64;
+        let found = self.try_for_each_kv(b"key", |k, v| {
+            seen += 1;
+            if seen % 1024 == 0 && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                late = true;
+                return ControlFlow::Break(());
             }
             let Some(main) = main_revision(k) else {
                 failure = Some(self.bad_key_record(
@@ -174,20 +193,20 @@ impl Db {
                         found: k.len(),
                     },
                 ));
-                return;
+                return ControlFlow::Break(());
             };
             let user = match user_key(v) {
                 Ok(u) => u,
                 Err(e) => {
                     failure = Some(self.bad_key_record(k, RecordProblem::Protobuf(e)));
-                    return;
+                    return ControlFlow::Break(());
                 }
             };
             let id =
                 (u128::from(seeds.0.hash_one(user)) << 64) | u128::from(seeds.1.hash_one(user));
             if keys.len() >= MAX_TRACKED_KEYS && !keys.contains_key(&id) {
                 too_many = true;
-                return;
+                return ControlFlow::Break(());
             }
             let sub = k
                 .get(9..17)
@@ -198,7 +217,7 @@ impl Db {
                 keys.entry(id)
                     .and_modify(|s| s.top = top)
                     .or_insert(Seen { at: None, top });
-                return;
+                return ControlFlow::Continue(());
             }
             let crc = crc32c::crc32c_append(crc32c::crc32c(k), v);
             let len = k.len() + v.len();
@@ -222,10 +241,23 @@ impl Db {
                     top,
                 },
             );
+            ControlFlow::Continue(())
         })?;
         if let Some(e) = failure {
             return Err(e);
         }
+        if late {
+            return Err(BoltError::Io(crate::disk::reader::IoError {
+                op: "read the key bucket",
+                path: self.path().to_path_buf(),
+                offset: None,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the deadline passed before the key bucket was read",
+                ),
+            }));
+        }
+        let found = found.is_some();
         if too_many {
             return Ok(KeyspaceAt {
                 hashes: compacts
@@ -574,6 +606,35 @@ mod tests {
             db.hash_kv_at(10, 1, None).unwrap(),
             HashAt::Hash(reference(&all, 10, 1, &[]))
         );
+    }
+
+    #[test]
+    fn a_read_past_its_deadline_stops_and_says_so() {
+        let e = |main: u64| {
+            let key = format!("k{main}");
+            (rev_key(main, 0, false), key_value(key.as_bytes(), b"v"))
+        };
+        let entries: Vec<_> = (2..3000).map(e).collect();
+        let (_d, db) = db_of(&entries);
+        let whole = db.keyspace_at(2999, &[0], None, 4).unwrap();
+        let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        assert_eq!(
+            db.keyspace_at_until(2999, &[0], None, 4, Some(far))
+                .unwrap(),
+            whole
+        );
+        let past = std::time::Instant::now();
+        match db.keyspace_at_until(2999, &[0], None, 4, Some(past)) {
+            Err(BoltError::Io(io)) => {
+                assert_eq!(io.source.kind(), std::io::ErrorKind::TimedOut, "{io}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A bucket smaller than one check's worth is read whole.
+        let (_s, small) = db_of(&history());
+        assert!(small
+            .keyspace_at_until(8, &[0], None, 4, Some(past))
+            .is_ok());
     }
 
     #[test]

@@ -423,6 +423,46 @@ impl Db {
         Ok(true)
     }
 
+    /// [`Db::for_each_kv`] that stops at the first entry `f` answers
+    /// [`ControlFlow::Break`] for, reading no page past it. `None` when there
+    /// is no such bucket; `Some(true)` when every entry was seen,
+    /// `Some(false)` when `f` stopped the walk.
+    pub fn try_for_each_kv(
+        &self,
+        bucket: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> std::ops::ControlFlow<()>,
+    ) -> Result<Option<bool>, BoltError> {
+        let Some(value) = self.lookup(BucketRoot::Page(self.meta.root), 0, bucket)? else {
+            return Ok(None);
+        };
+        if !value.is_bucket {
+            return Ok(None);
+        }
+        let root = self.bucket_root(bucket, &value.value, value.pgid)?;
+        let mut w = Walker::new(self);
+        let mut stopped = false;
+        let walked = w.bucket(root, 1, &mut |_, e| {
+            match f(e.key, if e.is_bucket { &[] } else { e.value }) {
+                std::ops::ControlFlow::Continue(()) => Ok(()),
+                std::ops::ControlFlow::Break(()) => {
+                    stopped = true;
+                    // Unwinds the walk; told apart from a read error below.
+                    Err(BoltError::Io(IoError {
+                        op: "stop",
+                        path: self.path().to_path_buf(),
+                        offset: None,
+                        source: std::io::Error::other("walk stopped"),
+                    }))
+                }
+            }
+        });
+        match walked {
+            Ok(()) => Ok(Some(true)),
+            Err(_) if stopped => Ok(Some(false)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The last key of root bucket `bucket` in key order: `None` when the bucket
     /// is missing or empty.
     pub(crate) fn last_key(&self, bucket: &[u8]) -> Result<Option<Vec<u8>>, BoltError> {
