@@ -620,11 +620,14 @@ fn a_recreated_cluster_bootstraps_past_old_witnesses_and_refuses_inherited_volum
 /// The restored shape (issue 29): the cluster restored once (its ID then
 /// the restored membership's, as for a cluster bootstrapped whole), a backup,
 /// a copy of m1's volume ahead of it, the whole cluster restored from the
-/// backup the runbook's way (unbumped, every witness removed), writes, and
-/// m1's copy put back: a copy of the history the restore dropped, ahead of
+/// backup the runbook's way (unbumped, every witness removed), writes, m1
+/// made the leader, and m1's copy put back (m1 killed while it leads, so
+/// preflight asks the others before they elect another: they answer without
+/// a leader, naming m1): a copy of the history the restore dropped, ahead of
 /// the restored cluster in raft index and revision. Guarded it is refused
 /// (`refuse-foreign`, row 6h: a position sign or the keyspace) and replaced;
-/// nothing the restored cluster acknowledged is lost. Without the guard
+/// nothing the restored cluster acknowledged is lost. Before 6565084 row 6h
+/// took only a leader's word, and the copy started (row 5). Without the guard
 /// (`scripts/faults --mode baseline` on the restored seeds,
 /// docs/fault-schedules.md) the copy leads the cluster back to its history.
 #[test]
@@ -632,7 +635,7 @@ fn a_copy_put_back_after_a_whole_cluster_restore_is_refused_37() {
     let mut cfg = RunConfig::new(EtcdVersion::V3_7, Mode::Guarded, 0, 1);
     cfg.sequence = Some(
         "backup m2, restore-all unbumped, pause 400ms, backup m0, pause 900ms, copy m1, \
-         pause 700ms, restore-all unbumped, pause 500ms, rollback m1, pause 200ms, \
+         pause 700ms, restore-all unbumped, pause 500ms, lead m1, pause 300ms, rollback m1, \
          restart m1, pause 1000ms"
             .to_string(),
     );

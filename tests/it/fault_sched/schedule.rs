@@ -79,6 +79,10 @@ pub enum Fault {
     /// inheriting their volumes, the others on fresh ones; witnesses stay.
     /// Formed like the operator forms it (the seed, then `member add`s).
     Recreate(u32),
+    /// `etcdctl move-leader` to the member (leadership moves, as after an
+    /// election): a member killed next is killed while it leads, and the
+    /// others answer naming it until they elect another.
+    Lead(usize),
     /// `etcdctl snapshot save` from the member (a scheduled backup), kept for
     /// a later [`Fault::RestoreAll`].
     Backup(usize),
@@ -121,6 +125,7 @@ impl fmt::Display for Fault {
                 }
             }
             Fault::Backup(i) => write!(f, "backup m{i}"),
+            Fault::Lead(i) => write!(f, "lead m{i}"),
             Fault::RestoreAll(bumped) => write!(
                 f,
                 "restore-all {}",
@@ -185,6 +190,7 @@ impl Fault {
             "old-volume" => Ok(Fault::OldVolume(member)),
             "copy" => Ok(Fault::Copy(member)),
             "backup" => Ok(Fault::Backup(member)),
+            "lead" => Ok(Fault::Lead(member)),
             "rollback" => Ok(Fault::Rollback(member)),
             "rollback-wal" => Ok(Fault::RollbackWal(member)),
             "failed-join" => Ok(Fault::FailedJoin(member)),
@@ -205,7 +211,7 @@ impl Fault {
             Fault::Restart(i) | Fault::RestartUnguarded(i) => Some(i),
             Fault::OldVolume(i) | Fault::FailedJoin(i) | Fault::JoinKilled(i, _) => Some(i),
             Fault::Copy(i) | Fault::Rollback(i) | Fault::RollbackWal(i) => Some(i),
-            Fault::Backup(i) => Some(i),
+            Fault::Backup(i) | Fault::Lead(i) => Some(i),
             Fault::Pause(_) | Fault::Recreate(_) | Fault::RestoreAll(_) => None,
         }
     }
@@ -395,6 +401,15 @@ impl Schedule {
                 } else {
                     rng.between(2000, 4000)
                 }));
+                // Half the time the copied member leads when it is put back
+                // (drawn apart, so the other faults stay the seed's): the
+                // others then answer naming the killed leader until they
+                // elect another.
+                let mut lead = Rng::new(seed ^ 0x01ea_d000_0000_0000);
+                if lead.chance(1, 2) {
+                    faults.push(Fault::Lead(copied));
+                    faults.push(Fault::Pause(lead.between(100, 400)));
+                }
                 faults.push(Fault::Rollback(copied));
                 if rng.chance(1, 2) {
                     faults.push(Fault::Pause(rng.between(50, 500)));
@@ -568,7 +583,7 @@ impl Model {
                 *self = Model::new(self.state.len());
                 self.copied = copied;
             }
-            Fault::Backup(_) | Fault::Pause(_) => {}
+            Fault::Backup(_) | Fault::Lead(_) | Fault::Pause(_) => {}
         }
     }
 
@@ -788,9 +803,13 @@ mod tests {
             .iter()
             .filter(|s| s.faults.contains(&Fault::RestoreAll(true)))
             .count();
+        let led = restored
+            .iter()
+            .filter(|s| s.faults.iter().any(|f| matches!(f, Fault::Lead(_))))
+            .count();
         assert!(
-            restored.len() >= 20 && bumped >= 5,
-            "of 500 seeds: {} restore the cluster ({bumped} bumped)",
+            restored.len() >= 20 && bumped >= 5 && led >= 5,
+            "of 500 seeds: {} restore the cluster ({bumped} bumped, {led} with the copied member leading)",
             restored.len()
         );
         for s in &restored {
@@ -812,12 +831,12 @@ mod tests {
         }
         let s = Schedule::parse(
             5,
-            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped",
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped, lead m4",
         )
         .unwrap();
         assert_eq!(
             s.to_string(),
-            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped"
+            "copy m1, pause 200ms, rollback-wal m1, recreate m0+m3, recreate -, backup m2, restore-all bumped, restore-all unbumped, lead m4"
         );
         assert!(Schedule::parse(3, "recreate m3").is_err());
     }

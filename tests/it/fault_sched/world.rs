@@ -494,6 +494,10 @@ impl FaultCluster {
                     self.event(format!("{fault}: {e}"));
                 }
             }
+            Fault::Lead(i) => match self.move_leader(i) {
+                Ok(how) => self.event(format!("{fault} ({how})")),
+                Err(e) => self.event(format!("{fault}: {e}, nothing to do")),
+            },
             Fault::RestartUnguarded(i)
                 if m(i).data_dir().join("member").exists()
                     && !self.refused.contains(&i)
@@ -721,6 +725,37 @@ impl FaultCluster {
         self.cluster[i]
             .try_wait_healthy(patience())
             .map_err(|e| format!("recreate: m{i} not healthy: {e}"))
+    }
+
+    /// [`Fault::Lead`]: `etcdctl move-leader` to member `i`, sent to the
+    /// leader. The member IDs are read from each member's status (a restore
+    /// or a remedy changes them).
+    fn move_leader(&mut self, i: usize) -> Result<String, String> {
+        let id_of = |s: &serde_json::Value| s["header"]["member_id"].as_u64();
+        let status = self.cluster[i].try_endpoint_status()?;
+        let target = id_of(&status).ok_or("no member ID in its status")?;
+        let leader = status["leader"]
+            .as_u64()
+            .filter(|&l| l != 0)
+            .ok_or("no leader")?;
+        if leader == target {
+            return Ok("already the leader".into());
+        }
+        let at = (0..self.len())
+            .find(|&j| {
+                self.cluster[j]
+                    .try_endpoint_status()
+                    .is_ok_and(|s| id_of(&s) == Some(leader))
+            })
+            .ok_or_else(|| format!("the leader {leader:016x} does not answer"))?;
+        let out = self.cluster[at].etcdctl(["move-leader", &format!("{target:x}")]);
+        if !out.status.success() {
+            return Err(format!(
+                "move-leader failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(format!("from m{at}"))
     }
 
     /// [`Fault::RestoreAll`]: etcd's documented disaster recovery from this
