@@ -837,8 +837,8 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
 /// The revision at which to compare the directory's keyspace with the
 /// members' (`HashKV`), when the other signs of row 6h cannot see a history
 /// apart: a majority of the directory's cluster answered, and the directory
-/// stands past the leader (or, no leader answering, past a majority of the
-/// voters), in revision or in applied index, where no member of the leader's
+/// stands past the leader (or past enough voters to make a majority with
+/// those showing a position sign), in revision or in applied index, where no member of the leader's
 /// history stands once the leader has committed an entry of its term (a
 /// copy from before a restore that is ahead of the restored cluster: index
 /// and revision both past it, so neither position sign shows). The revision
@@ -875,20 +875,26 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let past = |p: &&LivePosition| {
         p.revision.is_some_and(|r| revision > r) || p.applied_index.is_some_and(|a| applied > a)
     };
-    // Past the leader; or, no leader answering, past enough of the voters
-    // that answered to make the majority row 6h counts (a restored member
-    // ahead of the directory may still show a position sign of its own).
-    let ahead = match l.positions.iter().find(|p| p.leader) {
-        Some(leader) => past(&leader),
-        None => {
-            let behind: std::collections::BTreeSet<MemberId> = others
-                .iter()
-                .filter(|p| past(p))
-                .map(|p| p.member_id)
-                .collect();
-            behind.len() >= 2 && behind.len() * 2 > voters.union(&answering).count()
-        }
-    };
+    // Past the leader; or past enough of the voters that answered to make,
+    // with those already showing a position sign, the majority row 6h
+    // counts (no leader answering; or a lagging member behind the directory
+    // beside a restored one ahead of it, whose sign alone is one). A member
+    // of the directory's own history restarting behind the others is past
+    // none of them and shows no sign: its restart reads nothing more.
+    let leader_behind = l
+        .positions
+        .iter()
+        .find(|p| p.leader)
+        .is_some_and(|p| past(&p));
+    let with_a_sign: std::collections::BTreeSet<MemberId> = others
+        .iter()
+        .filter(|p| past(p) || past_its_history(p, rec).is_some())
+        .map(|p| p.member_id)
+        .collect();
+    let ahead = leader_behind
+        || (others.iter().any(past)
+            && with_a_sign.len() >= 2
+            && with_a_sign.len() * 2 > voters.union(&answering).count());
     if !ahead {
         return None;
     }

@@ -171,8 +171,9 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
         decided = verdict::decide(&inputs);
     }
     // Row 6h's keyspace sign: asked only when the directory stands past the
-    // leader (or, none answering, past a majority of the voters), where the
-    // position signs cannot see another history.
+    // leader (or past enough voters to make a majority with those showing
+    // a position sign), where the position signs alone cannot see another
+    // history.
     if matches!(decided.verdict, Verdict::Start) {
         if let Some(revision) = verdict::keyspace_check_at(&inputs) {
             let (checks, said) = gather::compare_keyspaces(cfg, &dir, revision, deadline)?;

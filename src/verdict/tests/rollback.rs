@@ -737,7 +737,7 @@ fn the_keyspaces_are_compared_only_past_the_leader_or_a_majority_and_at_a_revisi
     i.live = altered(leader_answers(40, 3, 5000), |l| l.majority_heard = false);
     assert_eq!(keyspace_check_at(&i), None);
     // No leader answering (this member led, and was killed before the others
-    // elected another): past every voter that answered.
+    // elected another): past both others.
     i.live = altered(leader_answers(40, 3, 5000), |l| {
         l.positions[0].leader = false;
         l.leader_heard = false;
@@ -904,4 +904,48 @@ fn regression_a_copy_put_back_under_the_killed_leader_is_refused_before_the_next
     // The same keyspace: one history; the member starts.
     i.live = leaderless(Some([7, 7]));
     assert_eq!(decide(&i).row, Row::Start);
+}
+
+#[test]
+fn a_member_behind_the_directory_beside_one_with_a_sign_has_its_keyspace_compared() {
+    // The restored cluster's leader answers past the copy in a lower term
+    // (a position sign: one of three), a lagging follower behind the copy
+    // (no position sign). Before, only a directory past the leader had its
+    // keyspace compared, so the follower's difference was never asked for
+    // and one sign of three started the copy.
+    let mut i = at(5000, 5000);
+    rec(&mut i).log_end_term = 50;
+    rec(&mut i).term = 50;
+    rec(&mut i).applied_term = Some(50);
+    let live = |hashes: Option<[u32; 2]>| {
+        altered(leader_answers(5040, 3, 5040), |l| {
+            l.positions[1].applied_index = Some(40);
+            l.positions[1].revision = Some(4000);
+            if let Some(h) = hashes {
+                for (p, t) in l.positions.iter_mut().zip(h) {
+                    p.kv_hash = Some(KvHashCheck {
+                        revision: 4000,
+                        theirs: t,
+                        ours: 7,
+                        by: KeyspaceProbe::HashKv,
+                    });
+                }
+            }
+        })
+    };
+    i.live = live(None);
+    assert_eq!(decide(&i).row, Row::Start, "one sign of three");
+    assert_eq!(keyspace_check_at(&i), Some(4000));
+    i.live = live(Some([7, 9]));
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistory, 11),
+        "{}",
+        d.reason
+    );
+    // An ordinary member behind every other, no sign anywhere: nothing read.
+    let mut j = at(5000, 5000);
+    j.live = leader_answers(5040, 3, 5040);
+    assert_eq!(keyspace_check_at(&j), None);
 }
