@@ -416,14 +416,28 @@ fn assert_matches_status(name: &str, report: &Value, status: &Value, down: Down)
         "{ctx}"
     );
     // dbSize is tx.Size() after the last backend commit: high-water pgid x page
-    // size. Quiet for several batch intervals before the stop (or SIGKILL), the
-    // file holds exactly that commit; a clean stop commits once more, with nothing
-    // pending, which changes no size.
-    assert_eq!(
+    // size. Quiet for several batch intervals before a SIGKILL, the file holds
+    // exactly that commit. A clean stop commits once more (etcd's batchTx
+    // commits at stop even with nothing pending, and from 3.5 its pre-commit
+    // hook writes the consistent index and term into `meta` again): bbolt
+    // copies the pages it dirties, and when the pages the previous commit
+    // freed are still held by a read (the status just answered), it takes
+    // new ones past the high-water mark. So a cleanly stopped member's file
+    // may end a few pages past dbSize (seen on 3.5.35 and 3.7.3 under load:
+    // one page); never before it.
+    let (size, reported) = (
         u64_at(report, "/backend/logical_size"),
         u64_at(status, "/dbSize"),
-        "{ctx}"
     );
+    if killed {
+        assert_eq!(size, reported, "{ctx}");
+    } else {
+        let page = u64_at(report, "/backend/page_size");
+        assert!(
+            size >= reported && size - reported <= 4 * page,
+            "{size} bytes against dbSize {reported} (page {page}): {ctx}"
+        );
+    }
     // Everything applied reached the backend: its consistent index is the applied
     // index etcd reported (the batch commit ran before the stop or SIGKILL).
     assert_eq!(
