@@ -408,19 +408,11 @@ impl Db {
         bucket: &[u8],
         mut f: impl FnMut(&[u8], &[u8]),
     ) -> Result<bool, BoltError> {
-        let Some(value) = self.lookup(BucketRoot::Page(self.meta.root), 0, bucket)? else {
-            return Ok(false);
-        };
-        if !value.is_bucket {
-            return Ok(false);
-        }
-        let root = self.bucket_root(bucket, &value.value, value.pgid)?;
-        let mut w = Walker::new(self);
-        w.bucket(root, 1, &mut |_, e| {
-            f(e.key, if e.is_bucket { &[] } else { e.value });
-            Ok(())
+        let walked = self.try_for_each_kv(bucket, |k, v| {
+            f(k, v);
+            std::ops::ControlFlow::Continue(())
         })?;
-        Ok(true)
+        Ok(walked.is_some())
     }
 
     /// [`Db::for_each_kv`] that stops at the first entry `f` answers

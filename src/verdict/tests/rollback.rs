@@ -617,6 +617,19 @@ fn a_witness_whose_ids_cannot_be_read_is_not_dropped_in_silence() {
 
 /// `leader_at`, both answering members (the leader m2 and m3) having
 /// applied through `commit`, the last applied entry of `term`, at `revision`.
+/// Each answering member's `HashKV` at `revision` (in the order of the
+/// positions), against the directory's own hash 7.
+fn hashed_at(l: &mut LiveFacts, revision: i64, theirs: [u32; 2]) {
+    for (p, t) in l.positions.iter_mut().zip(theirs) {
+        p.kv_hash = Some(KvHashCheck {
+            revision,
+            theirs: t,
+            ours: 7,
+            by: KeyspaceProbe::HashKv,
+        });
+    }
+}
+
 fn leader_answers(commit: u64, term: u64, revision: i64) -> Answer<LiveFacts> {
     altered(leader_at(0xc, commit), |l| {
         l.raft_term = Some(term);
@@ -683,16 +696,7 @@ fn regression_a_copy_from_before_a_whole_cluster_restore_ahead_of_its_witness_is
     assert_eq!(decide(&i).row, Row::Start, "not compared: no sign");
     assert_eq!(keyspace_check_at(&i), Some(5000));
     let hashed = |i: &mut Inputs, theirs: [u32; 2]| {
-        i.live = altered(leader_answers(40, 3, 5000), |l| {
-            for (p, t) in l.positions.iter_mut().zip(theirs) {
-                p.kv_hash = Some(KvHashCheck {
-                    revision: 5000,
-                    theirs: t,
-                    ours: 7,
-                    by: KeyspaceProbe::HashKv,
-                });
-            }
-        });
+        i.live = altered(leader_answers(40, 3, 5000), |l| hashed_at(l, 5000, theirs));
         decide(i)
     };
     let d = hashed(&mut i, [8, 9]);
@@ -880,14 +884,7 @@ fn regression_a_copy_put_back_under_the_killed_leader_is_refused_before_the_next
             l.positions[0].leader = false;
             l.leader_heard = false;
             if let Some(theirs) = theirs {
-                for (p, t) in l.positions.iter_mut().zip(theirs) {
-                    p.kv_hash = Some(KvHashCheck {
-                        revision: 4000,
-                        theirs: t,
-                        ours: 7,
-                        by: KeyspaceProbe::HashKv,
-                    });
-                }
+                hashed_at(l, 4000, theirs);
             }
         })
     };
@@ -922,14 +919,7 @@ fn a_member_behind_the_directory_beside_one_with_a_sign_has_its_keyspace_compare
             l.positions[1].applied_index = Some(40);
             l.positions[1].revision = Some(4000);
             if let Some(h) = hashes {
-                for (p, t) in l.positions.iter_mut().zip(h) {
-                    p.kv_hash = Some(KvHashCheck {
-                        revision: 4000,
-                        theirs: t,
-                        ours: 7,
-                        by: KeyspaceProbe::HashKv,
-                    });
-                }
+                hashed_at(l, 4000, h);
             }
         })
     };

@@ -334,6 +334,12 @@ impl FaultCluster {
         self.events.push(line);
     }
 
+    /// Records something the guard should never do: an event and a counter.
+    fn anomaly(&mut self, what: String) {
+        self.event(format!("ANOMALY: {what}"));
+        self.counters.anomalies.push(what);
+    }
+
     fn name(&self, i: usize) -> String {
         self.cluster[i].name().to_string()
     }
@@ -862,8 +868,7 @@ impl FaultCluster {
                     p.code,
                     p.reason
                 );
-                self.event(format!("ANOMALY: {what}"));
-                self.counters.anomalies.push(what);
+                self.anomaly(what);
             }
         }
         for i in 0..n {
@@ -962,8 +967,7 @@ impl FaultCluster {
                         p.code,
                         p.reason
                     );
-                    self.event(format!("ANOMALY: {what}"));
-                    self.counters.anomalies.push(what);
+                    self.anomaly(what);
                 }
                 return Err(p);
             }
@@ -976,8 +980,7 @@ impl FaultCluster {
                     p.code,
                     p.reason
                 );
-                self.event(format!("ANOMALY: {what}"));
-                self.counters.anomalies.push(what);
+                self.anomaly(what);
             }
             // A re-added member is joined on its empty directory; what a failed
             // first start left is joined, or started when its log is empty
@@ -1004,8 +1007,7 @@ impl FaultCluster {
                     expected.join(" or "),
                     p.reason
                 );
-                self.event(format!("ANOMALY: {what}"));
-                self.counters.anomalies.push(what);
+                self.anomaly(what);
             }
         }
         self.new_volume.remove(&i);
@@ -1038,8 +1040,7 @@ impl FaultCluster {
                 "preflight refused {name}, listed as added and never started, after a failed first start: {} (exit {}): {}",
                 p.verdict, p.code, p.reason
             );
-            self.event(format!("ANOMALY: {what}"));
-            self.counters.anomalies.push(what);
+            self.anomaly(what);
         }
     }
 
