@@ -133,6 +133,10 @@ pub(super) const POSITION: Stage = Stage {
             decide: position::witness_unread,
         },
         Rule {
+            rows: &[Row::OtherHistoryUnconfirmed],
+            decide: other_history_unconfirmed,
+        },
+        Rule {
             rows: &[Row::Version],
             decide: position::version,
         },
@@ -713,10 +717,8 @@ fn fork(c: &Ctx) -> Option<Decision> {
 ///   another: they answer without a leader, naming it).
 fn other_history(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
-    let l = c
-        .live
-        .filter(|l| l.cluster_id == rec.cluster_id && l.majority_heard)?;
-    let unstarted = (l.leader_heard && rec.published && !rec.restored)
+    let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+    let unstarted = (l.leader_heard && l.majority_heard && rec.published && !rec.restored)
         .then(|| l.member(rec.member_id).filter(|m| !m.started))
         .flatten();
     let why = match unstarted {
@@ -729,7 +731,7 @@ fn other_history(c: &Ctx) -> Option<Decision> {
                 format!(" (peer URLs {})", m.peer_urls.join(","))
             }
         ),
-        None => later_history(l, rec)?,
+        None => later_history(l, rec).filter(Signs::refuse)?.why,
     };
     Some(decision(
         Row::OtherHistory,
@@ -741,7 +743,63 @@ fn other_history(c: &Ctx) -> Option<Decision> {
     ))
 }
 
-/// The position and keyspace signs of row 6h: a strict majority of the voters,
+/// Row 6j: a sign of another history (row 6h's position and keyspace
+/// signs) from fewer answers than the majority 6h refuses on, while the
+/// answers without one, this member counted, are no majority either; every
+/// other row passed. Not enough to refuse on: one member's answer may be
+/// one left inconsistent by etcd 3.5.0-3.5.5, or a corrupt backend. Too
+/// much to start on: the other members of the history it shows may be down
+/// (killed, restarting), and started now, this directory could make a
+/// quorum with members that did not answer and lead the cluster into the
+/// history it holds (fault schedule seed 4101 on 3.7: a copy refused on row
+/// 6h, then one of the two others killed; the copy and the killed member,
+/// restarted, made the quorum; 84 of 88 acknowledged writes lost).
+/// Preflight waits until the cluster answers as a whole. With a majority
+/// answering without a sign (a member left inconsistent beside healthy
+/// ones), the member starts: the cluster's majority is of its history.
+fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
+    let rec = c.rec;
+    let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+    let signs = later_history(l, rec).filter(Signs::wait)?;
+    Some(decision(
+        Row::OtherHistoryUnconfirmed,
+        format!(
+            "the data directory holds member {} of cluster {} and {}: a sign of another history under the same IDs (a copy from before a restore, or a corrupt member), from fewer than the majority of the voters row 6h refuses on, and {} of the {} voters, this member counted, answer without one, no majority either. Started now, this directory could make a quorum with members that did not answer and lead the cluster into the history it holds",
+            rec.member_id,
+            rec.cluster_id,
+            signs.why,
+            signs.unsigned + 1,
+            signs.voters,
+        ),
+        REMEDY_OTHER_HISTORY_WAIT,
+    ))
+}
+
+/// What the answering voters show of a history apart from the directory's.
+struct Signs {
+    /// The first sign, the leader's first.
+    why: String,
+    /// The voters whose answer shows one.
+    shown: usize,
+    /// The voters other than this member that answer without one.
+    unsigned: usize,
+    /// The voters, this member counted.
+    voters: usize,
+}
+
+impl Signs {
+    /// Row 6h: a strict majority of the voters, never fewer than two.
+    fn refuse(&self) -> bool {
+        self.shown >= 2 && self.shown * 2 > self.voters
+    }
+
+    /// Row 6j: not 6h, and no majority of the voters without a sign.
+    fn wait(&self) -> bool {
+        !self.refuse() && (self.unsigned + 1) * 2 <= self.voters
+    }
+}
+
+/// The position and keyspace signs of rows 6h and 6j: a strict majority of the voters,
 /// this member counted among them whatever the list says (a learner, or
 /// missing from it), and never fewer than two answers, each answer past this
 /// directory in a way no member of its history can (both others of three,
@@ -750,8 +808,9 @@ fn other_history(c: &Ctx) -> Option<Decision> {
 /// consistent index (and 3.5.0-3.5.2 could put a stale consistent index over
 /// a leader's snapshot), and a member so left re-applies entries on its next
 /// start, its revision ahead of its index for good; such a member, leading,
-/// must not refuse every healthy member behind it.
-fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
+/// must not refuse every healthy member behind it (row 6j waits, unless a
+/// majority answers without a sign). `None`: no sign.
+fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
     let mut voters: std::collections::BTreeSet<MemberId> = l
         .members
         .iter()
@@ -760,23 +819,29 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<String> {
         .collect();
     voters.insert(rec.member_id);
     let mut seen = std::collections::BTreeSet::new();
-    let mut shown: Vec<(bool, String)> = l
+    let answers: Vec<(bool, Option<String>)> = l
         .positions
         .iter()
         .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
         .filter(|p| seen.insert(p.member_id))
-        .filter_map(|p| Some((p.leader, past_its_history(p, rec)?)))
+        .map(|p| (p.leader, past_its_history(p, rec)))
         .collect();
-    if shown.len() < 2 || shown.len() * 2 <= voters.len() {
-        return None;
-    }
+    let mut shown: Vec<(bool, &String)> = answers
+        .iter()
+        .filter_map(|(leader, why)| Some((*leader, why.as_ref()?)))
+        .collect();
     shown.sort_by_key(|(leader, _)| !leader);
-    Some(format!(
-        "{}; {} of the cluster's {} voters answer so",
-        shown[0].1,
-        shown.len(),
-        voters.len()
-    ))
+    let first = shown.first()?.1;
+    Some(Signs {
+        why: format!(
+            "{first}; {} of the cluster's {} voters answer so",
+            shown.len(),
+            voters.len()
+        ),
+        shown: shown.len(),
+        unsigned: answers.len() - shown.len(),
+        voters: voters.len(),
+    })
 }
 
 /// Whether one member's answer shows a history this directory is not of,
@@ -848,10 +913,7 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let Dir::Initialized(rec) = &i.dir.state else {
         return None;
     };
-    let l = i
-        .live
-        .get()
-        .filter(|l| l.cluster_id == rec.cluster_id && l.majority_heard)?;
+    let l = i.live.get().filter(|l| l.cluster_id == rec.cluster_id)?;
     let (revision, applied) = (rec.revision?, rec.applied_index?);
     let voters: std::collections::BTreeSet<MemberId> = l
         .members
@@ -864,14 +926,12 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
         .iter()
         .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
         .collect();
-    // Fewer answers than row 6h counts a majority with: nothing to refuse on.
     let mut answering: std::collections::BTreeSet<MemberId> =
         others.iter().map(|p| p.member_id).collect();
-    let asked = answering.len();
-    answering.insert(rec.member_id);
-    if asked < 2 || asked * 2 <= voters.union(&answering).count() {
+    if answering.is_empty() {
         return None;
     }
+    answering.insert(rec.member_id);
     let past = |p: &&LivePosition| {
         p.revision.is_some_and(|r| revision > r) || p.applied_index.is_some_and(|a| applied > a)
     };
@@ -891,10 +951,13 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
         .filter(|p| past(p) || past_its_history(p, rec).is_some())
         .map(|p| p.member_id)
         .collect();
+    // Or, fewer answering than a majority (row 6h then waits on a sign
+    // rather than refusing), past every one that did.
     let ahead = leader_behind
         || (others.iter().any(past)
             && with_a_sign.len() >= 2
-            && with_a_sign.len() * 2 > voters.union(&answering).count());
+            && with_a_sign.len() * 2 > voters.union(&answering).count())
+        || others.iter().all(past);
     if !ahead {
         return None;
     }

@@ -196,6 +196,10 @@ pub enum Row {
     /// far this member got is unknown.
     #[serde(rename = "6i")]
     WitnessUnread,
+    /// 6j: fewer answers than 6h's majority show a history apart from the
+    /// directory's: waits until the cluster answers as a whole.
+    #[serde(rename = "6j")]
+    OtherHistoryUnconfirmed,
     /// 7: empty, and this member started before.
     #[serde(rename = "7")]
     EmptyFormed,
@@ -252,7 +256,7 @@ impl Row {
 
     /// Every row, in the order of the documented table: the order `decide`
     /// checks them in.
-    pub const ALL: [Row; 33] = [
+    pub const ALL: [Row; 34] = [
         Row::Unreadable,
         Row::Layout,
         Row::Running,
@@ -271,6 +275,7 @@ impl Row {
         Row::RolledBack,
         Row::AppliedPastLog,
         Row::WitnessUnread,
+        Row::OtherHistoryUnconfirmed,
         Row::Version,
         Row::StartRestoredAbove,
         Row::StartCatchingUp,
@@ -312,6 +317,7 @@ impl Row {
             Row::RestoredBehind => "6g",
             Row::OtherHistory => "6h",
             Row::WitnessUnread => "6i",
+            Row::OtherHistoryUnconfirmed => "6j",
             Row::EmptyFormed => "7",
             Row::EmptyLogFormed => "7a",
             Row::Rebootstrapped => "7b",
@@ -358,6 +364,7 @@ impl Row {
             Row::AllowedWithoutEvidence => &[Verdict::Bootstrap, Verdict::Join],
             Row::JoinUntrusted
             | Row::WitnessUnread
+            | Row::OtherHistoryUnconfirmed
             | Row::BootstrapEarlierPod
             | Row::BootstrapWitnessUnread
             | Row::NotListed

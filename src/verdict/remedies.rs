@@ -71,6 +71,8 @@ pub(super) fn remedy_symlink(link: &str) -> String {
     )
 }
 
+pub(super) const REMEDY_OTHER_HISTORY_WAIT: &str = "bring back the other members: with a majority of the voters answering, preflight either starts this member (the same history) or refuses it (row 6h, whose remedy says which history to keep); the kubelet retries the init container meanwhile";
+
 pub(super) const REMEDY_UNREADABLE: &str = "check the volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to read the data dir; a volume that does not answer (a hung network mount) also ends here";
 
 pub(super) const REMEDY_RUNNING: &str = "another etcd is running on this volume; stop it before starting a second one (two processes on one data dir corrupt it)";

@@ -671,15 +671,41 @@ fn regression_a_copy_from_before_a_whole_cluster_restore_ahead_of_its_witness_is
         d.reason
     );
     assert!(d.remedy.contains("member remove"), "{}", d.remedy);
-    // Without a majority the cluster's word is no one's: the row the
-    // position gives (here 5: ahead of its witness), not 6h.
+    // Each answer speaks for its own member: two signs of three voters are
+    // a majority whatever else was heard.
     i.live = altered(leader_answers(5040, 3, 5000), |l| l.majority_heard = false);
-    assert_eq!(decide(&i).row, Row::Start);
-    // One member of the two answering is not a majority of three.
+    assert_eq!(decide(&i).row, Row::OtherHistory);
+    // One member of the two answering is not a majority of three, and the
+    // other answers without a sign: with this member, the majority is of
+    // its history (a member left inconsistent beside healthy ones).
     i.live = altered(leader_answers(5040, 3, 5000), |l| {
         l.positions[1].applied_term = Some(50)
     });
     assert_eq!(decide(&i).row, Row::Start);
+    // The one with a sign answering alone: not enough to refuse on, too
+    // much to start on (row 6j; fault schedule seed 4101).
+    i.live = altered(leader_answers(5040, 3, 5000), |l| {
+        l.positions.truncate(1);
+        l.majority_heard = false;
+    });
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistoryUnconfirmed, 14),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason.contains("1 of the cluster's 3 voters answer so")
+            && d.reason.contains("1 of the 3 voters, this member counted"),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.remedy.contains("bring back the other members"),
+        "{}",
+        d.remedy
+    );
     // A member that applied nothing since it started reports term 0.
     i.live = leader_answers(5040, 0, 5000);
     assert_eq!(decide(&i).row, Row::Start);
@@ -737,9 +763,9 @@ fn the_keyspaces_are_compared_only_past_the_leader_or_a_majority_and_at_a_revisi
         l.positions[1].revision = Some(4000)
     });
     assert_eq!(keyspace_check_at(&i), Some(4000));
-    // Without a majority, the cluster's word is no one's.
+    // Each answer speaks for its own member, a majority heard or not.
     i.live = altered(leader_answers(40, 3, 5000), |l| l.majority_heard = false);
-    assert_eq!(keyspace_check_at(&i), None);
+    assert_eq!(keyspace_check_at(&i), Some(5000));
     // No leader answering (this member led, and was killed before the others
     // elected another): past both others.
     i.live = altered(leader_answers(40, 3, 5000), |l| {
@@ -754,9 +780,20 @@ fn the_keyspaces_are_compared_only_past_the_leader_or_a_majority_and_at_a_revisi
         l.positions[1].revision = Some(5001);
     });
     assert_eq!(keyspace_check_at(&i), None, "past one voter of three");
-    // One voter answering of three is no majority to refuse with.
+    // One voter answering of three, the directory past it: no majority to
+    // refuse with, but a sign there is one to wait on (row 6j).
     i.live = altered(leader_answers(40, 3, 5000), |l| {
         l.positions.truncate(1);
+    });
+    assert_eq!(keyspace_check_at(&i), Some(5000));
+    // Behind it, the position signs see what there is to see.
+    i.live = altered(leader_answers(5040, 3, 5040), |l| {
+        l.positions.truncate(1);
+    });
+    assert_eq!(keyspace_check_at(&i), None);
+    // No voter answering: nothing to compare with.
+    i.live = altered(leader_answers(40, 3, 5000), |l| {
+        l.positions.clear();
     });
     assert_eq!(keyspace_check_at(&i), None);
     // Another cluster's answer says nothing of this directory's history.
@@ -938,4 +975,82 @@ fn a_member_behind_the_directory_beside_one_with_a_sign_has_its_keyspace_compare
     let mut j = at(5000, 5000);
     j.live = leader_answers(5040, 3, 5040);
     assert_eq!(keyspace_check_at(&j), None);
+}
+
+#[test]
+fn regression_a_copy_refused_then_left_with_one_answer_waits_and_never_starts() {
+    // Found by the fault schedules at the final code of stop 42 (seed 4101
+    // on 3.7, and 4116 bumped): the copy from before a whole-cluster restore
+    // was refused on row 6h, then one of the two others was killed. At the
+    // next preflight one member answered, leaderless, the copy past it: row
+    // 6h needed two answers, the keyspace was never compared, and the copy
+    // started on row 5, making a quorum with the killed member when it came
+    // back: 84 of 88 acknowledged writes lost.
+    let mut i = at(5000, 5000);
+    let alone = |theirs: Option<u32>| {
+        altered(leader_answers(40, 3, 4000), |l| {
+            l.positions.truncate(1);
+            l.positions[0].leader = false;
+            l.leader_heard = false;
+            l.majority_heard = false;
+            if let Some(t) = theirs {
+                hashed_at(l, 4000, [t, t]);
+            }
+        })
+    };
+    i.live = alone(None);
+    assert_eq!(keyspace_check_at(&i), Some(4000));
+    i.live = alone(Some(8));
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict, d.verdict.exit().code()),
+        (Row::OtherHistoryUnconfirmed, Verdict::PhaseUnknown, 14),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason.contains("answers HashKV 0x00000008"),
+        "{}",
+        d.reason
+    );
+    // The same keyspace at a revision both hold: one history, it starts.
+    i.live = alone(Some(7));
+    assert_eq!(decide(&i).row, Row::Start);
+    // A position sign from the one answer waits the same (the copy behind a
+    // restored member that applied past it in a lower term).
+    let mut j = at(5000, 5000);
+    rec(&mut j).log_end_term = 50;
+    rec(&mut j).term = 50;
+    rec(&mut j).applied_term = Some(50);
+    j.live = altered(leader_answers(5040, 3, 5040), |l| {
+        l.positions.truncate(1);
+        l.leader_heard = false;
+        l.positions[0].leader = false;
+    });
+    assert_eq!(decide(&j).row, Row::OtherHistoryUnconfirmed);
+    // In five voters, two signs and one answer without: 6j, not 6h.
+    let mut k = at(5000, 5000);
+    rec(&mut k).log_end_term = 50;
+    rec(&mut k).term = 50;
+    rec(&mut k).applied_term = Some(50);
+    k.live = altered(leader_answers(5040, 3, 5040), |l| {
+        let mut extra = l.members[1].clone();
+        for id in [0xe, 0xf] {
+            extra.id = MemberId::new(id);
+            l.members.push(extra.clone());
+        }
+        let mut p = l.positions[1];
+        p.member_id = MemberId::new(0xe);
+        p.applied_term = Some(50);
+        p.applied_index = Some(4990);
+        p.revision = Some(4990);
+        l.positions.push(p);
+    });
+    let d = decide(&k);
+    assert_eq!(d.row, Row::OtherHistoryUnconfirmed, "{}", d.reason);
+    assert!(
+        d.reason.contains("2 of the cluster's 5 voters"),
+        "{}",
+        d.reason
+    );
 }
