@@ -908,6 +908,10 @@ impl FaultCluster {
             let dir = root.join(format!("m{i}"));
             let m = &self.cluster[i];
             let own = format!("{}={}", m.name(), m.peer_url());
+            // The earlier incarnation ran in Pods of its own: this member's
+            // sidecar (killed here, as a Pod is, keeping its last mark) never
+            // sees it, and a new one starts with the member back on its data.
+            let sidecar = self.sidecars[i].take().is_some();
             m.stop();
             let data_dir = dir.clone();
             m.start_with(move |f| {
@@ -922,6 +926,16 @@ impl FaultCluster {
                 "the old keyspace",
             );
             m.stop();
+            if sidecar {
+                let (witness, token) = (self.witness_dir(i), self.current_token());
+                let m = &self.cluster[i];
+                self.sidecars[i] = Some(Sidecar::start(
+                    m.client_url(),
+                    m.data_dir(),
+                    &witness,
+                    &token,
+                ));
+            }
             self.spawn(i);
             self.cluster[i].wait_healthy();
         }
