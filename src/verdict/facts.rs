@@ -202,6 +202,11 @@ pub struct LivePosition {
     /// Its `HashKV` at a revision both it and the directory hold, beside the
     /// directory's own hash there (`None`: not asked, or either is unknown).
     pub kv_hash: Option<KvHashCheck>,
+    /// The keyspaces were to be compared ([`super::keyspace_check_at`]) and
+    /// no comparison with this member came (it did not answer in time,
+    /// refused, or neither hash nor keys could be compared): whether it is
+    /// of the directory's history is unknown.
+    pub kv_unanswered: bool,
 }
 
 /// One member's keyspace at a revision against the directory's at the same

@@ -699,39 +699,49 @@ fn fork(c: &Ctx) -> Option<Decision> {
     ))
 }
 
-/// Row 6h: the directory's cluster (a majority heard) is of another history
-/// under the same IDs than the one this directory holds. Starting would fork
-/// it (the same raft indexes holding different entries). Two signs, each
-/// impossible within one history:
+/// Row 6h: the directory is of another history under the same IDs than the
+/// one its cluster (or its own witness) holds. Starting would fork it (the
+/// same raft indexes holding different entries). Signs, each impossible
+/// within one history:
 ///
-/// * the leader's list (the leader heard) has this member as never started
-///   while the directory records that its member published itself: nothing
-///   unstarts a member (a restore this member was left out of);
-/// * a majority of the voters each answer past the directory in a lower
+/// * (a) the leader's list (the leader heard) has this member as never
+///   started while the directory records that its member published itself:
+///   nothing unstarts a member (a restore this member was left out of);
+/// * (b) a majority of the voters each answer past the directory in a lower
 ///   term, or further past it in revisions than in entries, or with another
 ///   keyspace at a revision both hold ([`later_history`], [`keyspace_check_at`]:
 ///   a volume put back to a copy from before a restore, bumped or not, behind
 ///   the restored cluster or ahead of it). No leader is needed for these:
 ///   each answer speaks for its own member, and a majority is counted
 ///   (a member killed while it led is asked about before the others elect
-///   another: they answer without a leader, naming it).
+///   another: they answer without a leader, naming it). Every voter
+///   answering, each compared, with no majority either way (two voters, or
+///   an even split) is refused too: waiting brings no one else;
+/// * (c) a witness of this member ([`witness_history`]) records a position
+///   the directory's backend applied past at a lower revision: no answer
+///   needed (a copy from before a restore put back while its cluster is down).
 fn other_history(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
-    let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
-    let unstarted = (l.leader_heard && l.majority_heard && rec.published && !rec.restored)
-        .then(|| l.member(rec.member_id).filter(|m| !m.started))
-        .flatten();
-    let why = match unstarted {
-        Some(m) => format!(
-            "records that this member published itself (its name and client URLs), but the leader's member list of that cluster (a majority heard) has member {} as never started{}",
-            m.id,
-            if m.peer_urls.is_empty() {
-                String::new()
-            } else {
-                format!(" (peer URLs {})", m.peer_urls.join(","))
+    let why = match witness_history(c) {
+        Some(why) => why,
+        None => {
+            let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+            let unstarted = (l.leader_heard && l.majority_heard && rec.published && !rec.restored)
+                .then(|| l.member(rec.member_id).filter(|m| !m.started))
+                .flatten();
+            match unstarted {
+                Some(m) => format!(
+                    "records that this member published itself (its name and client URLs), but the leader's member list of that cluster (a majority heard) has member {} as never started{}",
+                    m.id,
+                    if m.peer_urls.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (peer URLs {})", m.peer_urls.join(","))
+                    }
+                ),
+                None => later_history(l, rec).filter(Signs::refuse)?.why,
             }
-        ),
-        None => later_history(l, rec).filter(Signs::refuse)?.why,
+        }
     };
     Some(decision(
         Row::OtherHistory,
@@ -741,6 +751,29 @@ fn other_history(c: &Ctx) -> Option<Decision> {
         ),
         &remedy_other_history(rec.member_id, c.i.me.name.as_deref(), &c.i.me.peer_urls),
     ))
+}
+
+/// Row 6h's sign (c): a witness of this member (its IDs, proven on disk)
+/// records raft index `I` at revision `R`, and the directory's backend
+/// applied index `I` or later at a revision below `R`, by more than the one
+/// of slack sign (b) allows (etcd 3.5.0-3.5.2 could save a consistent index
+/// without its entry's data). Within one history revisions never go back:
+/// etcd's `Status` reads the revision before the commit index, so `R` is
+/// at most the revision of what was applied at `I`, and any backend that
+/// applied `I` holds at least `R`. A directory behind the mark is rows
+/// 6e-6g's; a restore bumped above the mark stands above `R`.
+fn witness_history(c: &Ctx) -> Option<String> {
+    let (applied, revision) = (c.rec.applied_index?, c.rec.revision?);
+    c.witnesses.iter().find_map(|(w, _)| {
+        let mine = w.member_id == Some(c.rec.member_id) && w.cluster_id == Some(c.rec.cluster_id);
+        let (index, at) = (w.raft_index.filter(|&n| n > 0)?, w.revision?);
+        (mine && w.durable && applied >= index && revision.saturating_add(1) < at).then(|| {
+            format!(
+                "its backend applied index {applied} at revision {revision}, but {} records that this member's disk held raft index {index} at revision {at}: past that index with fewer revisions, and within one history revisions never go back",
+                w.name
+            )
+        })
+    })
 }
 
 /// Row 6j: a sign of another history (row 6h's position and keyspace
@@ -754,22 +787,49 @@ fn other_history(c: &Ctx) -> Option<Decision> {
 /// history it holds (fault schedule seed 4101 on 3.7: a copy refused on row
 /// 6h, then one of the two others killed; the copy and the killed member,
 /// restarted, made the quorum; 84 of 88 acknowledged writes lost).
-/// Preflight waits until the cluster answers as a whole. With a majority
-/// answering without a sign (a member left inconsistent beside healthy
-/// ones), the member starts: the cluster's majority is of its history.
+/// Preflight waits for more of the cluster: with a majority answering
+/// without a sign (a member left inconsistent beside healthy ones), the
+/// member starts (the cluster's majority is of its history); with every
+/// voter answering, each compared, and still no majority either way, row 6h
+/// refuses. A member whose keyspace was to be compared and could not be
+/// counts on neither side. Also a wait: row 6h's sign (a), this member
+/// listed as never started, from lists heard without the leader and a
+/// majority together (a list may lag behind this member's publish).
 fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
     let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
-    let signs = later_history(l, rec).filter(Signs::wait)?;
-    Some(decision(
-        Row::OtherHistoryUnconfirmed,
-        format!(
-            "the data directory holds member {} of cluster {} and {}: a sign of another history under the same IDs (a copy from before a restore, or a corrupt member), from fewer than the majority of the voters row 6h refuses on, and {} of the {} voters, this member counted, answer without one, no majority either. Started now, this directory could make a quorum with members that did not answer and lead the cluster into the history it holds",
-            rec.member_id,
-            rec.cluster_id,
+    let why = match later_history(l, rec).filter(Signs::wait) {
+        Some(signs) => format!(
+            "{}: a sign of another history under the same IDs (a copy from before a restore, or a corrupt member), from fewer than the majority of the voters row 6h refuses on, and {} of the {} voters, this member counted, answer without one{}, no majority either",
             signs.why,
             signs.unsigned + 1,
             signs.voters,
+            match signs.unknown {
+                0 => String::new(),
+                n => format!(
+                    " ({n} more answered but their keyspace could not be compared: they count on neither side)"
+                ),
+            }
+        ),
+        None => {
+            // Row 6h's sign (a) without the leader and a majority heard: a
+            // list that lags may not have applied this member's publish
+            // yet, so it is a wait, never a refusal.
+            let m = (rec.published && !rec.restored)
+                .then(|| l.member(rec.member_id).filter(|m| !m.started))
+                .flatten()?;
+            format!(
+                "records that this member published itself (its name and client URLs), but every member list that answered has member {} as never started, and the leader and a majority were not heard together: a sign of another history under the same IDs (a restore this member was left out of), or lists that lag",
+                m.id
+            )
+        }
+    };
+    Some(decision(
+        Row::OtherHistoryUnconfirmed,
+        format!(
+            "the data directory holds member {} of cluster {} and {why}. Started now, this directory could make a quorum with members that did not answer and lead the cluster into the history it holds",
+            rec.member_id,
+            rec.cluster_id,
         ),
         REMEDY_OTHER_HISTORY_WAIT,
     ))
@@ -783,19 +843,32 @@ struct Signs {
     shown: usize,
     /// The voters other than this member that answer without one.
     unsigned: usize,
+    /// The voters other than this member that answer without a position
+    /// sign and whose keyspace was to be compared and could not be.
+    unknown: usize,
     /// The voters, this member counted.
     voters: usize,
 }
 
 impl Signs {
-    /// Row 6h: a strict majority of the voters, never fewer than two.
+    /// Row 6h: a strict majority of the voters, never fewer than two; or
+    /// every other voter answered, each compared, and those without a sign,
+    /// this member counted, are no majority (two voters; an even split):
+    /// no one else can come to decide it.
     fn refuse(&self) -> bool {
-        self.shown >= 2 && self.shown * 2 > self.voters
+        let majority = self.shown >= 2 && self.shown * 2 > self.voters;
+        let all_answered = self.shown + self.unsigned + 1 == self.voters;
+        majority || (all_answered && !self.majority_without())
     }
 
     /// Row 6j: not 6h, and no majority of the voters without a sign.
     fn wait(&self) -> bool {
-        !self.refuse() && (self.unsigned + 1) * 2 <= self.voters
+        !self.refuse() && !self.majority_without()
+    }
+
+    /// Those without a sign, this member counted, are a strict majority.
+    fn majority_without(&self) -> bool {
+        (self.unsigned + 1) * 2 > self.voters
     }
 }
 
@@ -809,7 +882,10 @@ impl Signs {
 /// a leader's snapshot), and a member so left re-applies entries on its next
 /// start, its revision ahead of its index for good; such a member, leading,
 /// must not refuse every healthy member behind it (row 6j waits, unless a
-/// majority answers without a sign). `None`: no sign.
+/// majority answers without a sign; with every voter answering, row 6h
+/// refuses only when those without a sign are no majority). A member whose
+/// keyspace was to be compared and could not be counts on neither side.
+/// `None`: no sign.
 fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
     let mut voters: std::collections::BTreeSet<MemberId> = l
         .members
@@ -818,20 +894,33 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
         .map(|m| m.id)
         .collect();
     voters.insert(rec.member_id);
-    let mut seen = std::collections::BTreeSet::new();
-    let answers: Vec<(bool, Option<String>)> = l
+    // One entry per voter that answered (two answers of one member: a sign
+    // in either is its sign).
+    let mut by_member: std::collections::BTreeMap<MemberId, (bool, Option<String>, bool)> =
+        std::collections::BTreeMap::new();
+    for p in l
         .positions
         .iter()
         .filter(|p| p.member_id != rec.member_id && voters.contains(&p.member_id))
-        .filter(|p| seen.insert(p.member_id))
-        .map(|p| (p.leader, past_its_history(p, rec)))
-        .collect();
+    {
+        let e = by_member.entry(p.member_id).or_insert((false, None, true));
+        e.0 |= p.leader;
+        if e.1.is_none() {
+            e.1 = past_its_history(p, rec);
+        }
+        e.2 &= p.kv_unanswered;
+    }
+    let answers: Vec<(bool, Option<String>, bool)> = by_member.into_values().collect();
     let mut shown: Vec<(bool, &String)> = answers
         .iter()
-        .filter_map(|(leader, why)| Some((*leader, why.as_ref()?)))
+        .filter_map(|(leader, why, _)| Some((*leader, why.as_ref()?)))
         .collect();
     shown.sort_by_key(|(leader, _)| !leader);
     let first = shown.first()?.1;
+    let unknown = answers
+        .iter()
+        .filter(|(_, why, unanswered)| why.is_none() && *unanswered)
+        .count();
     Some(Signs {
         why: format!(
             "{first}; {} of the cluster's {} voters answer so",
@@ -839,7 +928,8 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
             voters.len()
         ),
         shown: shown.len(),
-        unsigned: answers.len() - shown.len(),
+        unsigned: answers.len() - shown.len() - unknown,
+        unknown,
         voters: voters.len(),
     })
 }
@@ -900,15 +990,16 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
 }
 
 /// The revision at which to compare the directory's keyspace with the
-/// members' (`HashKV`), when the other signs of row 6h cannot see a history
-/// apart: a majority of the directory's cluster answered, and the directory
-/// stands past the leader (or past enough voters to make a majority with
-/// those showing a position sign), in revision or in applied index, where no member of the leader's
-/// history stands once the leader has committed an entry of its term (a
-/// copy from before a restore that is ahead of the restored cluster: index
-/// and revision both past it, so neither position sign shows). The revision
-/// is the lowest of the directory's and the answering voters', which every
-/// one of them holds. `None`: no comparison needed or possible.
+/// members' (`HashKV`), when the other signs of rows 6h and 6j cannot see a
+/// history apart: some voter of the directory's cluster answered, and the
+/// directory stands, in revision or in applied index, past the leader (where
+/// no member of the leader's history stands once the leader has committed an
+/// entry of its term), or past enough voters to make a majority with those
+/// showing a position sign, or past every voter that answered (a copy from
+/// before a restore that is ahead of the restored cluster: index and
+/// revision both past it, so neither position sign shows). The revision is
+/// the lowest of the directory's and the answering voters', which every one
+/// of them holds. `None`: no comparison needed or possible.
 pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
     let Dir::Initialized(rec) = &i.dir.state else {
         return None;
@@ -951,8 +1042,8 @@ pub fn keyspace_check_at(i: &Inputs) -> Option<i64> {
         .filter(|p| past(p) || past_its_history(p, rec).is_some())
         .map(|p| p.member_id)
         .collect();
-    // Or, fewer answering than a majority (row 6h then waits on a sign
-    // rather than refusing), past every one that did.
+    // Or past every voter that answered, however few (a sign from fewer
+    // than a majority is row 6j's wait).
     let ahead = leader_behind
         || (others.iter().any(past)
             && with_a_sign.len() >= 2

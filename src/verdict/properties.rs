@@ -167,9 +167,12 @@ fn live() -> impl Strategy<Value = Answer<LiveFacts>> {
         (opt(0u64..80), opt(0u64..80), opt(0u64..5)),
         opt(0i64..100),
         prop::bool::weighted(0.3),
+        // The keyspace comparison: not asked, the same, another, asked
+        // and not compared.
+        0u8..4,
     )
         .prop_map(
-            |(member_id, (raft_index, applied_index, applied_term), revision, leader)| {
+            |(member_id, (raft_index, applied_index, applied_term), revision, leader, kv)| {
                 LivePosition {
                     member_id,
                     raft_index,
@@ -177,7 +180,13 @@ fn live() -> impl Strategy<Value = Answer<LiveFacts>> {
                     applied_term,
                     revision,
                     leader,
-                    kv_hash: None,
+                    kv_hash: matches!(kv, 1 | 2).then_some(KvHashCheck {
+                        revision: 1,
+                        theirs: u32::from(kv),
+                        ours: 1,
+                        by: KeyspaceProbe::HashKv,
+                    }),
+                    kv_unanswered: kv == 3,
                 }
             },
         );
@@ -352,7 +361,8 @@ fn align(mut i: Inputs, how: (bool, bool, bool, bool)) -> Inputs {
                                 applied_term: g.and_then(|g| g.applied_term),
                                 revision: g.and_then(|g| g.revision),
                                 leader: g.is_some_and(|g| g.leader),
-                                kv_hash: None,
+                                kv_hash: g.and_then(|g| g.kv_hash),
+                                kv_unanswered: g.is_some_and(|g| g.kv_unanswered),
                             }
                         })
                         .collect();
@@ -511,12 +521,14 @@ proptest! {
     /// past the directory's than its commit index is past the directory's
     /// applied index, or another keyspace at a revision both hold — unless
     /// the voters answering without a sign, itself counted, are a strict
-    /// majority (rows 6h and 6j; a leader heard or not).
+    /// majority (rows 6h and 6j; a leader heard or not). A voter whose
+    /// keyspace was to be compared and could not be is not one of them.
     #[test]
     fn a_directory_never_starts_into_another_history_of_its_ids(i in inputs()) {
         let Dir::Initialized(r) = &i.dir.state else { return Ok(()) };
         let Answer::Answered(l) = &i.live else { return Ok(()) };
-        if l.cluster_id != r.cluster_id {
+        // A WAL without an entry holds no history to fork (rows 7a, 5b).
+        if l.cluster_id != r.cluster_id || r.empty_log {
             return Ok(());
         }
         let d = decide(&i);
@@ -529,12 +541,15 @@ proptest! {
         let mut showing = std::collections::BTreeSet::new();
         let mut unsigned = std::collections::BTreeSet::new();
         for p in l.positions.iter().filter(|p| p.member_id != r.member_id && voters.contains(&p.member_id)) {
-            if p.kv_hash.is_some_and(|h| h.theirs != h.ours) {
+            // A keyspace is compared only where the directory has one.
+            if r.revision.is_some() && p.kv_hash.is_some_and(|h| h.theirs != h.ours) {
                 showing.insert(p.member_id);
                 continue;
             }
             let Some(applied) = r.applied_index else {
-                unsigned.insert(p.member_id);
+                if !p.kv_unanswered {
+                    unsigned.insert(p.member_id);
+                }
                 continue;
             };
             let lower_term = matches!(
@@ -547,10 +562,12 @@ proptest! {
             );
             if lower_term || more_revisions {
                 showing.insert(p.member_id);
-            } else {
+            } else if !p.kv_unanswered {
                 unsigned.insert(p.member_id);
             }
         }
+        // A member with a sign in any answer shows it; one whose keyspace
+        // could not be compared in any answer counts on neither side.
         let unsigned = unsigned.difference(&showing).count();
         prop_assert!(showing.is_empty() || (unsigned + 1) * 2 > voters.len(), "{:?} {} {:?}", showing, unsigned, d);
     }

@@ -183,6 +183,8 @@ pub fn decide(cfg: &Config) -> crate::error::Result<PreflightReport> {
                         .iter()
                         .find(|(m, _)| *m == p.member_id)
                         .map(|(_, c)| *c);
+                    // Asked and not compared: unknown, not "of its history".
+                    p.kv_unanswered = p.kv_hash.is_none();
                 }
             }
             if let serde_json::Value::Object(o) = &mut live_entry.said {

@@ -161,6 +161,7 @@ fn live_facts(l: &live_src::LiveCluster) -> LiveFacts {
                 revision: p.revision,
                 leader: p.leader,
                 kv_hash: None,
+                kv_unanswered: false,
             })
             .collect(),
     }

@@ -12,7 +12,7 @@ fn durable_witness(member: u64, cluster: u64, index: u64, term: u64) -> WitnessF
         cluster_id: Some(ClusterId::new(cluster)),
         raft_index: Some(index),
         raft_term: Some(term),
-        revision: Some(index as i64 + 20),
+        revision: Some(index as i64),
         durable: true,
         incarnation: Incarnation::new(Some("tok"), None),
         pod_uid: None,
@@ -57,6 +57,7 @@ fn leader_at(cluster: u64, commit: u64) -> Answer<LiveFacts> {
                     revision: None,
                     leader: false,
                     kv_hash: None,
+                    kv_unanswered: false,
                 })
                 .to_vec();
         },
@@ -303,7 +304,9 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
     let mut i = at(3, 3);
     rec(&mut i).restored = true;
     rec(&mut i).revision = Some(40);
-    i.witness = Answer::Answered(Some(durable_witness(0xa, 0xc, 35, 3)));
+    let mut w = durable_witness(0xa, 0xc, 35, 3);
+    w.revision = Some(55);
+    i.witness = Answer::Answered(Some(w));
     let d = decide(&i);
     assert_eq!(
         (d.row, d.verdict.exit().code()),
@@ -337,6 +340,7 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
             revision: Some(1_000_060),
             leader: false,
             kv_hash: None,
+            kv_unanswered: false,
         }]
     });
     assert_eq!(decide(&i).row, Row::StartRestoredAbove);
@@ -350,6 +354,7 @@ fn a_restore_is_held_to_its_witness_unless_bumped_above_it() {
             revision: Some(70),
             leader: false,
             kv_hash: None,
+            kv_unanswered: false,
         }]
     });
     let d = decide(&i);
@@ -403,6 +408,7 @@ fn heard(commit: u64, others: [Option<u64>; 2]) -> Answer<LiveFacts> {
                     revision: None,
                     leader: false,
                     kv_hash: None,
+                    kv_unanswered: false,
                 })
             })
             .collect();
@@ -465,6 +471,7 @@ fn regression_a_rolled_back_volume_whose_witness_lease_cannot_be_read_is_not_sta
             revision: None,
             leader: false,
             kv_hash: None,
+            kv_unanswered: false,
         })
     });
     assert_eq!(row(&i), Row::WitnessUnread);
@@ -1053,4 +1060,154 @@ fn regression_a_copy_refused_then_left_with_one_answer_waits_and_never_starts() 
         "{}",
         d.reason
     );
+}
+
+/// A copy from before a restore (index 5000, term 50) under this member.
+fn copy_before_a_restore() -> Inputs {
+    let mut i = at(5000, 5000);
+    rec(&mut i).log_end_term = 50;
+    rec(&mut i).term = 50;
+    rec(&mut i).applied_term = Some(50);
+    i
+}
+
+#[test]
+fn regression_a_copy_past_its_witness_at_fewer_revisions_is_refused_with_no_one_answering() {
+    // helper-22 #1: the copy refused on row 6h, then every other member
+    // down (a rolling restart): with no answer, rows 6h and 6j had nothing
+    // to count and the copy started on row 5, to win the next election on
+    // its longer log. Its own witness, rewritten by the restored history,
+    // tells without anyone: index 30 at revision 1,000,000 (bumped), which
+    // the copy applied past at revision 5000.
+    let mut i = copy_before_a_restore();
+    let mut w = durable_witness(0xa, 0xc, 30, 3);
+    w.revision = Some(1_000_000);
+    i.witness = Answer::Answered(Some(w.clone()));
+    i.live = Answer::NoAnswer("timed out".into());
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict, d.verdict.exit().code()),
+        (Row::OtherHistory, Verdict::RefuseForeign, 11),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason
+            .contains("records that this member's disk held raft index 30 at revision 1000000")
+            && d.reason.contains("revisions never go back"),
+        "{}",
+        d.reason
+    );
+    // Unbumped: the restored history wrote past the copy's revision.
+    w.revision = Some(5_300);
+    i.witness = Answer::Answered(Some(w.clone()));
+    assert_eq!(decide(&i).row, Row::OtherHistory);
+    // One revision of slack (etcd 3.5.0-3.5.2 could save a consistent
+    // index without its entry's data), as sign (b) allows.
+    w.revision = Some(5_001);
+    i.witness = Answer::Answered(Some(w.clone()));
+    assert_eq!(decide(&i).row, Row::Start);
+    // A member of one history past its witness stands at or above its
+    // revision: an ordinary start.
+    w.revision = Some(4_990);
+    i.witness = Answer::Answered(Some(w.clone()));
+    assert_eq!(decide(&i).row, Row::Start);
+    // A witness of another member, or an earlier sidecar's (not proven),
+    // says nothing of this directory's history.
+    w.revision = Some(1_000_000);
+    w.durable = false;
+    i.witness = Answer::Answered(Some(w));
+    assert_eq!(decide(&i).row, Row::Start);
+}
+
+#[test]
+fn a_member_whose_keyspace_could_not_be_compared_counts_on_neither_side() {
+    // helper-22 #2: the copy past both others (an unbumped restore behind
+    // it); m2's HashKV differs, m3's comparison did not come (a timeout, a
+    // compaction past the revision, auth). Counted as of the copy's
+    // history, it made one sign against one without, and the copy started.
+    let mut i = at(5000, 5000);
+    i.live = altered(leader_answers(40, 3, 4000), |l| {
+        hashed_at(l, 4000, [8, 7]);
+        l.positions[1].kv_hash = None;
+        l.positions[1].kv_unanswered = true;
+    });
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistoryUnconfirmed, 14),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason
+            .contains("1 more answered but their keyspace could not be compared"),
+        "{}",
+        d.reason
+    );
+    // The one answer of seed 4101's shape, not compared: no sign, a start
+    // (a documented limit: nothing shows another history).
+    i.live = altered(leader_answers(40, 3, 4000), |l| {
+        l.positions.truncate(1);
+        l.positions[0].leader = false;
+        l.leader_heard = false;
+        l.majority_heard = false;
+        l.positions[0].kv_unanswered = true;
+    });
+    assert_eq!(decide(&i).row, Row::Start);
+    // m3 compared the same: one history with this member, a majority: start.
+    i.live = altered(leader_answers(40, 3, 4000), |l| hashed_at(l, 4000, [8, 7]));
+    assert_eq!(decide(&i).row, Row::Start);
+}
+
+#[test]
+fn every_voter_answering_with_no_majority_either_way_is_refused_not_left_waiting() {
+    // helper-22 #4: two voters (a cluster growing from one, or a member
+    // replaced by remove-then-add), the other's keyspace differs. Waiting
+    // brings no one else: row 6h, whose remedy says to choose a history.
+    let mut i = copy_before_a_restore();
+    i.live = altered(leader_answers(5040, 3, 5040), |l| {
+        l.members.truncate(2);
+        l.positions.truncate(1);
+    });
+    let d = decide(&i);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistory, 11),
+        "{}",
+        d.reason
+    );
+    assert!(d.remedy.contains("which history to keep"), "{}", d.remedy);
+    // helper-22 #5: four voters, all answering, two signs, one without.
+    let four = |unanswered: bool| {
+        altered(leader_answers(5040, 3, 5040), |l| {
+            let mut extra = l.members[1].clone();
+            extra.id = MemberId::new(0xe);
+            l.members.push(extra);
+            let mut p = l.positions[1];
+            p.member_id = MemberId::new(0xe);
+            p.applied_term = Some(50);
+            p.applied_index = Some(4990);
+            p.revision = Some(4990);
+            p.leader = false;
+            p.kv_unanswered = unanswered;
+            l.positions.push(p);
+        })
+    };
+    i.live = four(false);
+    assert_eq!(decide(&i).row, Row::OtherHistory);
+    // Its keyspace not compared: the split is not known, a wait.
+    i.live = four(true);
+    let mut d = decide(&i);
+    assert_eq!(d.row, Row::OtherHistoryUnconfirmed, "{}", d.reason);
+    // Of three, one sign and one without: the majority is the directory's
+    // history (a lone member left inconsistent by etcd 3.5.0-3.5.5), start.
+    let mut j = copy_before_a_restore();
+    j.live = altered(leader_answers(5040, 3, 5040), |l| {
+        l.positions[1].applied_term = Some(50);
+        l.positions[1].applied_index = Some(4990);
+        l.positions[1].revision = Some(4990);
+    });
+    d = decide(&j);
+    assert_eq!(d.row, Row::Start, "{}", d.reason);
 }
