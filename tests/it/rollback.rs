@@ -622,7 +622,10 @@ fn raise_term(cluster: &Cluster, term: u64) {
 /// the copy is of the history before the restore. The restored cluster's
 /// revision ran further past the copy's than its log did past the copy's
 /// applied index (the restore began its log again), on both members that
-/// answer; raising its terms past the copy's changes nothing.
+/// answer; raising its terms past the copy's changes nothing. Then, with
+/// every other member down, the copy's own witness file, written by the
+/// restored history, refuses it (row 6h's sign (c), helper-22's finding 1:
+/// without it, `start` on row 5, checked by disabling the sign).
 fn a_copy_from_before_a_whole_cluster_restore(version: EtcdVersion) {
     let cluster = Cluster::builder(version)
         .members(3)
@@ -660,6 +663,15 @@ fn a_copy_from_before_a_whole_cluster_restore(version: EtcdVersion) {
     for m in cluster.members() {
         m.wait_healthy();
     }
+    // The restored m2's sidecar keeps its witness (a file on a volume of
+    // its own): a mark of the restored history, below the copy's raft
+    // index (the restore began the log again) and above its revision (the
+    // backup holds what was written after the copy). The sidecar is killed
+    // at once, keeping that mark.
+    let pod = scratch();
+    let witness = sidecar(&cluster[2], pod.path());
+    let mark = witness.wait_mark(raft_index(&cluster[2]));
+    drop(witness);
     let restored = acknowledged(&cluster[0], "restored/", 10);
 
     // m2's volume is put back to the copy.
@@ -687,6 +699,25 @@ fn a_copy_from_before_a_whole_cluster_restore(version: EtcdVersion) {
         cluster.get("after-copy/0").as_deref(),
         Some("acked"),
         "{step}: the restored history holds what was acknowledged before the backup"
+    );
+
+    // Every other member down (a rolling restart): no answer to count, but
+    // the witness the restored history wrote records a raft index the copy
+    // applied past, at a revision the copy is below (helper-22's finding 1:
+    // row 5 started it, and with the longer log it could win the next
+    // election).
+    let step = "the same copy, every other member down, its witness file read";
+    cluster[0].stop();
+    cluster[1].stop();
+    let file = pod.path().join("witness.json");
+    let v = preflight(&env_with_witness(&cluster, 2, &file));
+    v.expect(step, 11, "refuse-foreign")
+        .row(step, "6h")
+        .reason_mentions(step, "revisions never go back")
+        .reason_mentions(step, "witness file");
+    assert!(
+        mark["revision"].as_u64().is_some(),
+        "{step}: the witness records a revision: {mark}"
     );
 }
 
