@@ -798,7 +798,17 @@ fn witness_history(c: &Ctx) -> Option<String> {
 fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
     let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
+    let mut remedy = REMEDY_OTHER_HISTORY_WAIT;
     let why = match later_history(l, rec).filter(Signs::wait) {
+        Some(signs) if signs.all_answered() => {
+            remedy = REMEDY_OTHER_HISTORY_SPLIT;
+            format!(
+                "{}: a sign of another history under the same IDs, but every voter answered and {} of the {}, this member counted, answer without one: no majority either way, and no sign only another history makes (a lower term). Either the member showing it is inconsistent (etcd 3.5.0-3.5.5 after a defragmentation, or a corrupt backend: its revision ahead of its index) or this directory is a copy from before a restore",
+                signs.why,
+                signs.unsigned + 1,
+                signs.voters,
+            )
+        }
         Some(signs) => format!(
             "{}: a sign of another history under the same IDs (a copy from before a restore, or a corrupt member), from fewer than the majority of the voters row 6h refuses on, and {} of the {} voters, this member counted, answer without one{}, no majority either",
             signs.why,
@@ -815,11 +825,20 @@ fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
             // Row 6h's sign (a) without the leader and a majority heard: a
             // list that lags may not have applied this member's publish
             // yet, so it is a wait, never a refusal.
-            let m = (rec.published && !rec.restored)
+            // Only from a list of a member that applied all this directory
+            // holds (its publish among it): a list behind the directory may
+            // simply not have applied the publish yet, and waiting on it
+            // could hold for good a member its cluster needs (the others
+            // lost, the one answering unable to elect a leader alone).
+            let current = l.positions.iter().any(|p| {
+                p.member_id != rec.member_id
+                    && p.applied_index.is_some_and(|a| a >= rec.log_end_index)
+            });
+            let m = (rec.published && !rec.restored && current)
                 .then(|| l.member(rec.member_id).filter(|m| !m.started))
                 .flatten()?;
             format!(
-                "records that this member published itself (its name and client URLs), but every member list that answered has member {} as never started, and the leader and a majority were not heard together: a sign of another history under the same IDs (a restore this member was left out of), or lists that lag",
+                "records that this member published itself (its name and client URLs), but every member list that answered has member {} as never started, one of them from a member that applied all this directory holds, and the leader and a majority were not heard together: a sign of another history under the same IDs (a restore this member was left out of), or lists that lag",
                 m.id
             )
         }
@@ -831,7 +850,7 @@ fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
             rec.member_id,
             rec.cluster_id,
         ),
-        REMEDY_OTHER_HISTORY_WAIT,
+        remedy,
     ))
 }
 
@@ -848,17 +867,26 @@ struct Signs {
     unknown: usize,
     /// The voters, this member counted.
     voters: usize,
+    /// One answer shows the lower-term sign, which no etcd bug makes.
+    lower_term: bool,
 }
 
 impl Signs {
     /// Row 6h: a strict majority of the voters, never fewer than two; or
-    /// every other voter answered, each compared, and those without a sign,
-    /// this member counted, are no majority (two voters; an even split):
-    /// no one else can come to decide it.
+    /// every other voter answered, each compared, those without a sign, this
+    /// member counted, are no strict majority (two voters; an even split),
+    /// and one answer shows the lower-term sign: no one else can come to
+    /// decide it, and no etcd bug makes that sign (a member left
+    /// inconsistent by etcd 3.5.0-3.5.5 shows the others; beside it, a
+    /// healthy member is not refused, it waits, row 6j, with the way out).
     fn refuse(&self) -> bool {
         let majority = self.shown >= 2 && self.shown * 2 > self.voters;
-        let all_answered = self.shown + self.unsigned + 1 == self.voters;
-        majority || (all_answered && !self.majority_without())
+        majority || (self.all_answered() && !self.majority_without() && self.lower_term)
+    }
+
+    /// Every other voter answered and was compared where it had to be.
+    fn all_answered(&self) -> bool {
+        self.shown + self.unsigned + 1 == self.voters
     }
 
     /// Row 6j: not 6h, and no majority of the voters without a sign.
@@ -896,7 +924,8 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
     voters.insert(rec.member_id);
     // One entry per voter that answered (two answers of one member: a sign
     // in either is its sign).
-    let mut by_member: std::collections::BTreeMap<MemberId, (bool, Option<String>, bool)> =
+    type Answer = (bool, Option<(SignKind, String)>, bool);
+    let mut by_member: std::collections::BTreeMap<MemberId, Answer> =
         std::collections::BTreeMap::new();
     for p in l
         .positions
@@ -910,13 +939,16 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
         }
         e.2 &= p.kv_unanswered;
     }
-    let answers: Vec<(bool, Option<String>, bool)> = by_member.into_values().collect();
-    let mut shown: Vec<(bool, &String)> = answers
+    let answers: Vec<Answer> = by_member.into_values().collect();
+    let mut shown: Vec<(bool, &(SignKind, String))> = answers
         .iter()
         .filter_map(|(leader, why, _)| Some((*leader, why.as_ref()?)))
         .collect();
     shown.sort_by_key(|(leader, _)| !leader);
-    let first = shown.first()?.1;
+    let first = &shown.first()?.1 .1;
+    let lower_term = shown
+        .iter()
+        .any(|(_, (kind, _))| *kind == SignKind::LowerTerm);
     let unknown = answers
         .iter()
         .filter(|(_, why, unanswered)| why.is_none() && *unanswered)
@@ -931,6 +963,7 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
         unsigned: answers.len() - shown.len() - unknown,
         unknown,
         voters: voters.len(),
+        lower_term,
     })
 }
 
@@ -951,9 +984,9 @@ fn later_history(l: &LiveFacts, rec: &Recorded) -> Option<Signs> {
 ///   membership and auth add none), and etcd reads the revision before the
 ///   commit index. The one of slack is for etcd 3.5.0-3.5.2, which could save
 ///   a consistent index without its entry's data.
-fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
+fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<(SignKind, String)> {
     if let Some(h) = p.kv_hash.filter(|h| h.theirs != h.ours) {
-        return Some(match h.by {
+        return Some((SignKind::Other, match h.by {
             KeyspaceProbe::HashKv => format!(
                 "member {} answers HashKV {:#010x} at revision {}, where this directory's keyspace hashes to {:#010x}: at a revision both hold, their keys and values differ (the comparison etcd's own corruption check makes; a corrupt backend differs so too)",
                 p.member_id, h.theirs, h.revision, h.ours
@@ -966,14 +999,17 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
                 "member {}'s newest keys at revision {} (a Range of {n} by modification) are not this directory's there (digest {:#010x} against {:#010x}): at a revision both hold, their keys and values differ",
                 p.member_id, h.revision, h.theirs, h.ours
             ),
-        });
+        }));
     }
     let applied = rec.applied_index?;
     if let (Some(a), Some(t), Some(mine)) = (p.applied_index, p.applied_term, rec.applied_term) {
         if t > 0 && a > applied && t < mine {
-            return Some(format!(
-                "member {} applied index {a} in term {t}, past this directory's applied index {applied} of term {mine}, and within one history an entry past another is of a term no lower",
-                p.member_id
+            return Some((
+                SignKind::LowerTerm,
+                format!(
+                    "member {} applied index {a} in term {t}, past this directory's applied index {applied} of term {mine}, and within one history an entry past another is of a term no lower",
+                    p.member_id
+                ),
             ));
         }
     }
@@ -981,12 +1017,23 @@ fn past_its_history(p: &LivePosition, rec: &Recorded) -> Option<String> {
     let entries = index.saturating_sub(applied);
     let revisions = at.saturating_sub(revision);
     (revisions > 0 && revisions.unsigned_abs() > entries.saturating_add(1)).then(|| {
-        format!(
+        (SignKind::Other, format!(
             "its backend applied index {applied} at revision {revision}, but member {} answers at raft index {index} and revision {at}: {revisions} revision(s) past this directory's in {entries} entr{} past its applied index, and within one history each entry adds at most one revision",
             p.member_id,
             if entries == 1 { "y" } else { "ies" }
-        )
+        ))
     })
+}
+
+/// Which sign an answer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignKind {
+    /// Applied past the directory in a lower term: no etcd bug makes it.
+    LowerTerm,
+    /// More revisions than entries, or another keyspace: a member left
+    /// inconsistent by etcd 3.5.0-3.5.5 (entries re-applied, its revisions
+    /// ahead for good) shows these too.
+    Other,
 }
 
 /// The revision at which to compare the directory's keyspace with the

@@ -71,6 +71,8 @@ pub(super) fn remedy_symlink(link: &str) -> String {
     )
 }
 
+pub(super) const REMEDY_OTHER_HISTORY_SPLIT: &str = "do not wipe this directory and do not start etcd on it by hand; every voter answered, so waiting brings no one else: tell which side is wrong (docs/runbook.md, row 6j: etcdctl endpoint status --cluster and etcdctl endpoint hashkv --cluster; etcd-member-agent inspect --hash on this directory). If the other member is the inconsistent one, replace it (with quorum lost, restore every member from a copy of this directory's member/snap/db with etcdutl snapshot restore --bump-revision); if this directory is a copy from before a restore, keep the restored history: copy it off, etcdctl member remove and member add this member, empty the directory (etcd-member-agent wipe) and restart the Pod (row 8)";
+
 pub(super) const REMEDY_OTHER_HISTORY_WAIT: &str = "bring back the other members: with a majority of the voters answering, preflight either starts this member (the same history) or refuses it (row 6h, whose remedy says which history to keep); the kubelet retries the init container meanwhile";
 
 pub(super) const REMEDY_UNREADABLE: &str = "check the volume's ownership and mode: the agent runs as the etcd user (uid 65532) and must be able to read the data dir; a volume that does not answer (a hung network mount) also ends here";

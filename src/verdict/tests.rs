@@ -1184,10 +1184,26 @@ fn regression_a_member_left_out_of_a_restore_is_not_started_into_the_restored_hi
         d.remedy
     );
     // Only the leader's word (with a majority) refuses: a list without
-    // the leader may lag behind this member's publish. It is a wait (row
-    // 6j), not a start: that list may be a restored history's, with its
-    // leader down (the kubelet retries).
+    // the leader may lag behind this member's publish, and from a member
+    // behind this directory it is no sign at all (helper-23: waiting on it
+    // could hold for good a member its cluster needs).
     i.live = restored(false);
+    assert_eq!(row(&i), Row::Start, "{:?}", decide(&i));
+    // From a member that applied all this directory holds, it is a wait
+    // (row 6j), not a start: that list may be a restored history's, with
+    // its leader down (the kubelet retries).
+    i.live = altered(restored(false), |l| {
+        l.positions = vec![LivePosition {
+            member_id: MemberId::new(2),
+            raft_index: Some(9),
+            applied_index: Some(9),
+            applied_term: None,
+            revision: None,
+            leader: false,
+            kv_hash: None,
+            kv_unanswered: false,
+        }];
+    });
     let d = decide(&i);
     assert_eq!(
         (d.row, d.verdict.exit().code()),

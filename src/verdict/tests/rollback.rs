@@ -1178,6 +1178,30 @@ fn every_voter_answering_with_no_majority_either_way_is_refused_not_left_waiting
         d.reason
     );
     assert!(d.remedy.contains("which history to keep"), "{}", d.remedy);
+    // helper-23 #1: the same two voters, the other's sign one an etcd bug
+    // also makes (a member left inconsistent by etcd 3.5.0-3.5.5: its
+    // revisions ahead for good, its keyspace another): a healthy member
+    // beside it is not refused, it waits, and the remedy tells the two
+    // apart (no one else will come).
+    let mut h = at(5000, 5000);
+    h.live = altered(leader_answers(5000, 2, 5000), |l| {
+        l.members.truncate(2);
+        l.positions.truncate(1);
+        l.positions[0].revision = Some(5100);
+    });
+    let d = decide(&h);
+    assert_eq!(
+        (d.row, d.verdict.exit().code()),
+        (Row::OtherHistoryUnconfirmed, 14),
+        "{}",
+        d.reason
+    );
+    assert!(
+        d.reason.contains("every voter answered") && d.remedy.contains("tell which side is wrong"),
+        "{}\n{}",
+        d.reason,
+        d.remedy
+    );
     // helper-22 #5: four voters, all answering, two signs, one without.
     let four = |unanswered: bool| {
         altered(leader_answers(5040, 3, 5040), |l| {
