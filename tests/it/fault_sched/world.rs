@@ -659,17 +659,22 @@ impl FaultCluster {
             self.joining.remove(&i);
             self.refused.remove(&i);
             self.first_start_failed.remove(&i);
-            // A volume wiped earlier and not started since is inherited empty:
-            // it holds nothing of the earlier incarnation (a fresh volume).
-            let holds_data = std::fs::read_dir(self.cluster[i].data_dir())
-                .is_ok_and(|mut entries| entries.next().is_some());
+            // A volume wiped earlier and not started since, or holding only
+            // a failed first start's debris (a db, no WAL: etcd's `wal.Exist`
+            // says no data), is inherited empty: it holds nothing of the
+            // earlier incarnation (a fresh volume; seed 10261 on 3.7).
+            let holds_data = std::fs::read_dir(self.cluster[i].wal_dir()).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+            });
             if mask & (1 << i) != 0 && holds_data {
                 self.volume_replaced(i);
                 self.old_volume.insert(i);
             } else if mask & (1 << i) != 0 {
                 self.volume_replaced(i);
                 self.event(format!(
-                    "recreate: m{i}'s inherited volume is empty (wiped before): a fresh one"
+                    "recreate: m{i}'s inherited volume holds no WAL (wiped, or a failed first start's debris): a fresh one"
                 ));
             } else {
                 self.cluster[i].wipe_data_dir();
