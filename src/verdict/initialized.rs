@@ -716,7 +716,8 @@ fn fork(c: &Ctx) -> Option<Decision> {
 ///   (a member killed while it led is asked about before the others elect
 ///   another: they answer without a leader, naming it). Every voter
 ///   answering, each compared, with no majority either way (two voters, or
-///   an even split) is refused too: waiting brings no one else;
+///   an even split) is refused too when one answer shows the lower term,
+///   which no etcd bug makes: waiting brings no one else;
 /// * (c) a witness of this member ([`witness_history`]) records a position
 ///   the directory's backend applied past at a lower revision: no answer
 ///   needed (a copy from before a restore put back while its cluster is down).
@@ -764,13 +765,15 @@ fn other_history(c: &Ctx) -> Option<Decision> {
 /// 6e-6g's; a restore bumped above the mark stands above `R`.
 fn witness_history(c: &Ctx) -> Option<String> {
     let (applied, revision) = (c.rec.applied_index?, c.rec.revision?);
-    c.witnesses.iter().find_map(|(w, _)| {
-        let mine = w.member_id == Some(c.rec.member_id) && w.cluster_id == Some(c.rec.cluster_id);
-        let (index, at) = (w.raft_index.filter(|&n| n > 0)?, w.revision?);
-        (mine && w.durable && applied >= index && revision.saturating_add(1) < at).then(|| {
+    // The marks of this member's witnesses proven on disk, as rows 6e-6g
+    // read them.
+    let (reached, _) = position::durable_marks(c.rec, &c.witnesses);
+    reached.into_iter().find_map(|r| {
+        let (index, at) = (r.index, r.revision?);
+        (applied >= index && revision.saturating_add(1) < at).then(|| {
             format!(
                 "its backend applied index {applied} at revision {revision}, but {} records that this member's disk held raft index {index} at revision {at}: past that index with fewer revisions, and within one history revisions never go back",
-                w.name
+                r.by
             )
         })
     })
@@ -791,10 +794,12 @@ fn witness_history(c: &Ctx) -> Option<String> {
 /// without a sign (a member left inconsistent beside healthy ones), the
 /// member starts (the cluster's majority is of its history); with every
 /// voter answering, each compared, and still no majority either way, row 6h
-/// refuses. A member whose keyspace was to be compared and could not be
-/// counts on neither side. Also a wait: row 6h's sign (a), this member
-/// listed as never started, from lists heard without the leader and a
-/// majority together (a list may lag behind this member's publish).
+/// refuses on a lower-term sign, and without one this row waits with a
+/// remedy that tells the two sides apart. A member whose keyspace was to be
+/// compared and could not be counts on neither side. Also a wait: row 6h's
+/// sign (a), this member listed as never started, from lists heard without
+/// the leader and a majority together, one of them from a member that
+/// applied all this directory holds.
 fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
     let rec = c.rec;
     let l = c.live.filter(|l| l.cluster_id == rec.cluster_id)?;
@@ -823,13 +828,12 @@ fn other_history_unconfirmed(c: &Ctx) -> Option<Decision> {
         ),
         None => {
             // Row 6h's sign (a) without the leader and a majority heard: a
-            // list that lags may not have applied this member's publish
-            // yet, so it is a wait, never a refusal.
-            // Only from a list of a member that applied all this directory
-            // holds (its publish among it): a list behind the directory may
-            // simply not have applied the publish yet, and waiting on it
-            // could hold for good a member its cluster needs (the others
-            // lost, the one answering unable to elect a leader alone).
+            // wait, never a refusal, and only from the list of a member that
+            // applied all this directory holds (its publish among it). A
+            // list behind the directory may not have applied the publish
+            // yet, and waiting on it could hold for good a member its
+            // cluster needs (the others lost, the one answering unable to
+            // elect a leader alone).
             let current = l.positions.iter().any(|p| {
                 p.member_id != rec.member_id
                     && p.applied_index.is_some_and(|a| a >= rec.log_end_index)
