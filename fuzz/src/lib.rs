@@ -9,29 +9,39 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arbitrary::Arbitrary;
 
-/// A per-process scratch directory on tmpfs when there is one.
+/// A scratch directory of this thread, on tmpfs when there is one. Per
+/// thread, not per process: the main test suite replays targets from more
+/// than one test at once, and two threads clearing one directory race
+/// (`fresh_dir` would find a file the other thread just removed).
 pub fn scratch() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = std::env::var_os("FUZZ_SCRATCH")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let shm = Path::new("/dev/shm");
-                if shm.is_dir() {
-                    shm.to_path_buf()
-                } else {
-                    std::env::temp_dir()
-                }
-            });
-        let dir = base.join(format!("ema-fuzz-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("scratch dir");
-        dir
-    })
+    thread_local! {
+        static DIR: &'static Path = {
+            let base = std::env::var_os("FUZZ_SCRATCH")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    let shm = Path::new("/dev/shm");
+                    if shm.is_dir() {
+                        shm.to_path_buf()
+                    } else {
+                        std::env::temp_dir()
+                    }
+                });
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let dir = base.join(format!(
+                "ema-fuzz-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).expect("scratch dir");
+            Box::leak(dir.into_boxed_path())
+        };
+    }
+    DIR.with(|d| *d)
 }
 
 /// Makes `dir` an empty directory: the files of the previous input go, the

@@ -90,6 +90,8 @@ fn every_target_has_a_replay_a_corpus_and_the_shared_body() {
             corpus.display()
         );
     }
+    // This thread's scratch directory (the replays above used it).
+    let _ = std::fs::remove_dir_all(fuzz_support::scratch());
 }
 
 #[test]
@@ -101,7 +103,7 @@ fn every_committed_fuzz_input_runs_through_its_target_without_a_panic_or_a_hang(
         }
     }
     let total = jobs.len();
-    // One worker runs the inputs in turn (the targets share scratch paths); this
+    // One worker runs the inputs in turn (one thread's targets share one scratch directory); this
     // thread bounds each one. A hung worker cannot be stopped, but the test
     // fails at once, naming the input, and the process ends with it.
     let (tx, rx) = mpsc::channel::<Result<Duration, String>>();
@@ -121,9 +123,10 @@ fn every_committed_fuzz_input_runs_through_its_target_without_a_panic_or_a_hang(
                     .unwrap_or_else(|| "a panic".into()))),
             };
             if sent.is_err() {
-                return;
+                break;
             }
         }
+        let _ = std::fs::remove_dir_all(fuzz_support::scratch());
     });
     let started = Instant::now();
     let mut slowest = (Duration::ZERO, String::new());
@@ -142,7 +145,6 @@ fn every_committed_fuzz_input_runs_through_its_target_without_a_panic_or_a_hang(
             Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: the worker died"),
         }
     }
-    let _ = std::fs::remove_dir_all(fuzz_support::scratch());
     eprintln!(
         "replayed {total} inputs of {} targets in {:?}; slowest {:?} ({})",
         bin_targets().len(),
