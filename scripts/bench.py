@@ -196,8 +196,8 @@ class Memcg:
     or v2's where it is enabled), for one process at a time: what a container's
     memory limit does to the page cache its reads bring in."""
 
-    def __init__(self, limit):
-        name = f"etcd-agent-bench-{os.getpid()}"
+    def __init__(self, limit, tag="preflight"):
+        name = f"etcd-agent-bench-{os.getpid()}-{tag}"
         if os.path.isdir("/sys/fs/cgroup/memory"):
             self.dir = f"/sys/fs/cgroup/memory/{name}"
             os.makedirs(self.dir)
@@ -221,7 +221,30 @@ class Memcg:
         os.rmdir(self.dir)
 
 
-def cold_starts(etcd, data, name, peer, preflight, env, rounds):
+def start_sidecar(agent, data, name, client, verdict, env, preexec=None):
+    """Starts `serve` as the Pod's native sidecar is started, before preflight,
+    watching `verdict`, with the etcd it polls at `client`; waits until it has
+    said it reads ahead (its handoff beside the verdict file). The caller stops
+    it by its PID."""
+    handoff = os.path.join(os.path.dirname(verdict), "read-ahead.json")
+    for f in (verdict, handoff):
+        if os.path.exists(f):
+            os.remove(f)
+    argv = [agent, "serve", "--data-dir", data, "--name", name,
+            "--endpoints", f"http://127.0.0.1:{client}", "--verdict-file", verdict,
+            "--grpc-listen", f"127.0.0.1:{free_port()}", "--http-listen", f"127.0.0.1:{free_port()}"]
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=preexec)
+    deadline = time.perf_counter() + 30
+    while not os.path.exists(handoff):
+        if p.poll() is not None or time.perf_counter() > deadline:
+            stop(p)
+            sys.exit("bench: the sidecar did not write its read-ahead handoff")
+        time.sleep(0.002)
+    return p
+
+
+def cold_starts(etcd, data, name, peer, preflight, env, rounds, agent):
     """Time to healthy from a cold page cache, the member one of three with its
     peers up: etcd alone (unguarded), preflight then etcd (guarded), and the
     same with preflight's read-ahead off; `rounds` interleaved rounds, the data
@@ -229,14 +252,18 @@ def cold_starts(etcd, data, name, peer, preflight, env, rounds):
     read (the share of each kind of file in the cache once it was healthy,
     from the first unguarded start)."""
     off = dict(env, AGENT_READ_AHEAD="false")
+    verdict = preflight[preflight.index("--verdict-file") + 1]
     times = {"cold: etcd alone": [], "cold: preflight + etcd": [], "cold: preflight": [],
+             "cold: sidecar + preflight + etcd": [], "cold: preflight, sidecar up": [],
+             "cold: sidecar + preflight + etcd, 256 MiB limits": [],
              "cold: preflight + etcd, no read-ahead": [], "cold: preflight, no read-ahead": [],
              "cold: preflight + etcd, 256 MiB limit": [], "cold: preflight, 256 MiB limit": []}
     memcg = Memcg(SHIPPED_LIMIT)
+    side_memcg = Memcg(SHIPPED_LIMIT, "sidecar")
     etcd_reads = None
 
-    def etcd_to_healthy(t0):
-        client = free_port()
+    def etcd_to_healthy(t0, client=None):
+        client = client or free_port()
         p = start_etcd(etcd, name, data, peer, client)
         try:
             took = wait_healthy(p, client, t0)
@@ -256,6 +283,24 @@ def cold_starts(etcd, data, name, peer, preflight, env, rounds):
         took, _, _ = etcd_to_healthy(t0)
         return pre, took
 
+    def in_a_pod(label, preexec=None, side_preexec=None):
+        """As in a Pod: the sidecar started first (timed from its start), then
+        preflight, then etcd, the sidecar kept running beside it."""
+        evict(data)
+        client = free_port()
+        t0 = time.perf_counter()
+        side = start_sidecar(agent, data, name, client, verdict, env, side_preexec)
+        try:
+            r = subprocess.run(preflight, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=120, preexec_fn=preexec)
+            if r.returncode != 0:
+                sys.exit(f"bench: cold preflight ({label}) exited {r.returncode}")
+            pre = time.perf_counter() - t0
+            took, _, _ = etcd_to_healthy(t0, client)
+            return pre, took
+        finally:
+            stop(side)
+
     raw = [f for f in data_files(data) if f.endswith((".wal", "/db"))]
     times["cold: raw read WAL+db"] = []
     for _ in range(rounds):
@@ -274,6 +319,11 @@ def cold_starts(etcd, data, name, peer, preflight, env, rounds):
                 total = sum(n for _, n in sized)
                 etcd_reads[kind] = {"bytes": total,
                                     "cached_after_start": sum(cached.get(f, 0) for f, _ in sized)}
+        pre, took = in_a_pod("with the sidecar")
+        times["cold: preflight, sidecar up"].append(pre)
+        times["cold: sidecar + preflight + etcd"].append(took)
+        _, took = in_a_pod("with the sidecar, the shipped memory limits", memcg.enter, side_memcg.enter)
+        times["cold: sidecar + preflight + etcd, 256 MiB limits"].append(took)
         pre, took = guarded(env, "read-ahead on")
         times["cold: preflight"].append(pre)
         times["cold: preflight + etcd"].append(took)
@@ -285,6 +335,7 @@ def cold_starts(etcd, data, name, peer, preflight, env, rounds):
         times["cold: preflight, 256 MiB limit"].append(pre)
         times["cold: preflight + etcd, 256 MiB limit"].append(took)
     memcg.remove()
+    side_memcg.remove()
     return times, etcd_reads
 
 
@@ -430,7 +481,7 @@ def main():
         rejoins = [restart_to_healthy(etcd, copy, name, peer_url=peer) for _ in range(max(3, a.rounds))]
         med["etcd restart, peers up"] = statistics.median(rejoins)
         med["round trip to the peers"] = round_trip(endpoints)
-        cold, etcd_reads = cold_starts(etcd, copy, name, peer, argv, penv, a.cold_rounds)
+        cold, etcd_reads = cold_starts(etcd, copy, name, peer, argv, penv, a.cold_rounds, a.agent)
         times.update(cold)
         for k, v in cold.items():
             med[k] = statistics.median(v)
@@ -453,7 +504,12 @@ def main():
         "hash_vs_raw_all": med["inspect --hash"] / med["raw WAL+snap+db"],
         "hash_1core_vs_raw_all": med["--hash, 1 core"] / med["raw WAL+snap+db"],
         "hash_vs_etcdutl": med["inspect --hash"] / med["etcdutl status"],
-        "cold_guarded_vs_unguarded": med["cold: preflight + etcd"] / med["cold: etcd alone"],
+        # As deployed in a Pod: the sidecar started first, then preflight, then
+        # etcd (the sidecar reads the db ahead while etcd replays its WAL).
+        "cold_guarded_vs_unguarded": med["cold: sidecar + preflight + etcd"] / med["cold: etcd alone"],
+        "cold_guarded_shipped_limits_vs_unguarded":
+            med["cold: sidecar + preflight + etcd, 256 MiB limits"] / med["cold: etcd alone"],
+        "cold_preflight_only_vs_unguarded": med["cold: preflight + etcd"] / med["cold: etcd alone"],
         "cold_guarded_no_read_ahead_vs_unguarded":
             med["cold: preflight + etcd, no read-ahead"] / med["cold: etcd alone"],
         "cold_guarded_256mib_limit_vs_unguarded":

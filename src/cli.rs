@@ -477,6 +477,16 @@ pub struct ServeArgs {
     /// How long SIGTERM/SIGINT waits for both servers to drain.
     #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
     pub shutdown_grace: Duration,
+    /// Once this Pod start's verdict is `start`, ask the kernel to read ahead
+    /// the backend and the newest `.snap` while etcd replays its WAL, and tell
+    /// preflight so (`read-ahead.json` beside --verdict-file), which then
+    /// leaves them to this container: a member back on a cold page cache is
+    /// healthy sooner (docs/performance.md). Page cache is charged to this
+    /// container's memory limit: skipped when it cannot hold the db. Advice
+    /// only; it decides nothing.
+    #[arg(long, env = "AGENT_READ_AHEAD", action = clap::ArgAction::Set,
+          num_args = 0..=1, default_value_t = true, default_missing_value = "true")]
+    pub read_ahead: bool,
     /// Connections each server (gRPC, HTTP) holds at once; when full, one never
     /// answered (silent or half-sent) is closed to admit a new one. 0 (default):
     /// (RLIMIT_NOFILE - 64) / 2, and never more than that.

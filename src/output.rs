@@ -133,6 +133,31 @@ pub fn write_termination_message(termination_log: Option<&Path>, msg: &str) {
     }
 }
 
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, then a
+/// rename, so that no reader (the sidecar of preflight's verdict, preflight of
+/// the sidecar's read-ahead handoff) ever reads half a file. Not fsynced: the file
+/// lives in a Pod-scoped volume and describes this Pod start only; after a node
+/// crash the Pod starts again and preflight writes a new one (and the sidecar
+/// falls back to the WAL when there is none).
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

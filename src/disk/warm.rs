@@ -57,6 +57,9 @@ pub struct Warmed {
     /// leaves less room for page cache than the WAL and the files to read
     /// ahead need.
     pub skipped: Option<Skipped>,
+    /// Set when nothing was advised because the sidecar reads the files ahead
+    /// for this Pod start ([`Handoff`]).
+    pub handed_off: bool,
 }
 
 /// Why the read-ahead was skipped: the room under the memory limit, and what
@@ -259,35 +262,138 @@ pub fn targets(paths: &Paths) -> Vec<PathBuf> {
 /// volume that hangs holds that thread, never the decision.
 ///
 /// Skipped when `memory` (this process's memory cgroup, read on that thread
-/// too: [`Memory::of_this_process`]) leaves less room than the WAL and those
-/// files need ([`fits`]).
+/// too: [`Memory::of_this_process`]) leaves less room than those files need,
+/// plus the WAL's segments when `wal_charged` (preflight's case: its own
+/// read of the WAL is charged to the same cgroup; the sidecar's is not,
+/// [`fits`]).
 pub fn start_for(
     paths: &Paths,
     memory: impl FnOnce() -> Option<Memory> + Send + 'static,
+    wal_charged: bool,
 ) -> ReadAhead {
     let paths = paths.clone();
     spawn(move || {
         let files = targets(&paths);
-        fits(memory(), dir_bytes(&paths.wal_dir), file_bytes(&files)).map(|()| files)
+        let wal = if wal_charged {
+            dir_bytes(&paths.wal_dir)
+        } else {
+            0
+        };
+        fits(memory(), wal, file_bytes(&files))
+            .map(|()| Plan::Advise(files))
+            .unwrap_or_else(Plan::Skip)
     })
+}
+
+/// [`start_for`], unless the sidecar said it reads the same files ahead for
+/// this Pod start once the verdict is `start` ([`Handoff`], read from
+/// `handoff` on the read-ahead's thread): then preflight leaves them to it
+/// and does not wait for them after its verdict, so etcd starts sooner and
+/// replays its WAL while the sidecar brings the backend in. A handoff of
+/// another Pod start, or one whose room under the sidecar's memory limit
+/// cannot hold the files, is not taken.
+pub fn start_unless_handed_off(
+    paths: &Paths,
+    memory: impl FnOnce() -> Option<Memory> + Send + 'static,
+    handoff: PathBuf,
+    this_start: (Option<String>, Option<String>),
+) -> ReadAhead {
+    let paths = paths.clone();
+    spawn(move || {
+        let files = targets(&paths);
+        let need = file_bytes(&files);
+        if let Some(h) = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref()) {
+            if h.holds(need) {
+                return Plan::HandedOff;
+            }
+        }
+        fits(memory(), dir_bytes(&paths.wal_dir), need)
+            .map(|()| Plan::Advise(files))
+            .unwrap_or_else(Plan::Skip)
+    })
+}
+
+/// The file, beside the verdict file, in which the sidecar says it reads ahead
+/// for etcd ([`Handoff`]).
+pub const HANDOFF_FILE: &str = "read-ahead.json";
+
+/// The largest handoff file read; the sidecar's are under 200 bytes.
+const MAX_HANDOFF_BYTES: u64 = 64 << 10;
+
+/// The sidecar's word, written when it starts (before preflight, as a native
+/// sidecar), that it will read the backend and the newest `.snap` ahead once
+/// this Pod start's verdict is `start`, and how much page cache its memory
+/// limit leaves room for. It decides nothing: a handoff that is wrong (a
+/// sidecar that died since) costs the read-ahead, never a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Handoff {
+    /// The Pod's UID (`POD_UID`), when the sidecar knew it.
+    pub pod_uid: Option<String>,
+    /// The node's boot ID, when the sidecar could read it.
+    pub boot_id: Option<String>,
+    /// Bytes the sidecar's memory cgroup could still charge when it started;
+    /// `None` without a limit.
+    pub room: Option<u64>,
+}
+
+impl Handoff {
+    /// Whether the sidecar's room holds `need` bytes.
+    pub fn holds(&self, need: u64) -> bool {
+        self.room.is_none_or(|room| room >= need)
+    }
+
+    /// Reads the handoff at `path` if it is of this Pod start: one whose Pod
+    /// UID or boot ID differs from this process's is of an earlier one (a
+    /// record either side lacks proves nothing, as for the verdict file).
+    /// `None` when there is none, it cannot be read, or it is not of this start.
+    pub fn read(path: &Path, pod_uid: Option<&str>, boot_id: Option<&str>) -> Option<Handoff> {
+        use std::io::Read;
+        let file = File::options()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(path)
+            .ok()?;
+        let mut bytes = Vec::new();
+        file.take(MAX_HANDOFF_BYTES).read_to_end(&mut bytes).ok()?;
+        let h: Handoff = serde_json::from_slice(&bytes).ok()?;
+        for (theirs, ours) in [(&h.pod_uid, pod_uid), (&h.boot_id, boot_id)] {
+            if let (Some(theirs), Some(ours)) = (theirs.as_deref(), ours) {
+                if theirs != ours {
+                    return None;
+                }
+            }
+        }
+        Some(h)
+    }
 }
 
 /// Starts advising the kernel to read `files` ahead, on a thread of its own.
 pub fn start(files: Vec<PathBuf>) -> ReadAhead {
-    spawn(move || Ok(files))
+    spawn(move || Plan::Advise(files))
 }
 
-fn spawn(files: impl FnOnce() -> Result<Vec<PathBuf>, Skipped> + Send + 'static) -> ReadAhead {
+/// What the read-ahead's thread found to do.
+enum Plan {
+    Advise(Vec<PathBuf>),
+    Skip(Skipped),
+    HandedOff,
+}
+
+fn spawn(plan: impl FnOnce() -> Plan + Send + 'static) -> ReadAhead {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = Arc::clone(&stop);
     let spawned = thread::Builder::new()
         .name("read-ahead".into())
         .spawn(move || {
-            let warmed = match files() {
-                Ok(files) => advise_all(&files, &flag),
-                Err(skipped) => Warmed {
+            let warmed = match plan() {
+                Plan::Advise(files) => advise_all(&files, &flag),
+                Plan::Skip(skipped) => Warmed {
                     skipped: Some(skipped),
+                    ..Warmed::default()
+                },
+                Plan::HandedOff => Warmed {
+                    handed_off: true,
                     ..Warmed::default()
                 },
             };
@@ -339,6 +445,12 @@ fn advise(path: &Path, stop: &AtomicBool) -> Option<u64> {
 }
 
 impl ReadAhead {
+    /// A flag that stops the read-ahead at its next chunk when set (for a
+    /// caller that hands [`ReadAhead::finish`] to another thread).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
     /// Ends the read-ahead: lets it run to its end when `etcd_reads` (the
     /// verdict is `start`), waiting for it no later than `deadline`; stops it
     /// otherwise. Returns what was advised, `None` when it had not finished by
@@ -403,7 +515,8 @@ mod tests {
                 files: 1,
                 bytes: 9 << 20,
                 stopped: false,
-                skipped: None
+                skipped: None,
+                handed_off: false
             }
         );
         assert_eq!(std::fs::read(&db).unwrap(), bytes);
@@ -541,7 +654,7 @@ mod tests {
             limit: Some((2 << 20) - 1),
             usage: 0,
         };
-        let w = start_for(&paths, move || Some(tight))
+        let w = start_for(&paths, move || Some(tight), true)
             .finish(true, deadline)
             .unwrap();
         assert_eq!(
@@ -558,10 +671,61 @@ mod tests {
             limit: Some(2 << 20),
             usage: 0,
         };
-        let w = start_for(&paths, move || Some(room))
+        let w = start_for(&paths, move || Some(room), true)
             .finish(true, deadline)
             .unwrap();
         assert_eq!((w.files, w.bytes, w.skipped), (1, 1 << 20, None));
+        // The sidecar's read-ahead: its cgroup was not charged for the WAL.
+        let w = start_for(&paths, move || Some(tight), false)
+            .finish(true, deadline)
+            .unwrap();
+        assert_eq!((w.files, w.bytes, w.skipped), (1, 1 << 20, None));
+    }
+
+    #[test]
+    fn preflight_leaves_the_read_ahead_to_a_sidecar_of_this_pod_start_with_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::new(&dir.path().join("data"), None);
+        std::fs::create_dir_all(&paths.snap_dir).unwrap();
+        std::fs::create_dir_all(&paths.wal_dir).unwrap();
+        std::fs::write(paths.snap_dir.join("db"), vec![1u8; 1 << 20]).unwrap();
+        let handoff = dir.path().join(HANDOFF_FILE);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let this = || (Some("pod-a".to_owned()), Some("boot-1".to_owned()));
+        let run = || {
+            start_unless_handed_off(&paths, || None, handoff.clone(), this())
+                .finish(true, deadline)
+                .unwrap()
+        };
+        // No sidecar said anything: preflight reads ahead itself.
+        assert_eq!((run().files, run().handed_off), (1, false));
+        let write = |h: &Handoff| std::fs::write(&handoff, serde_json::to_vec(h).unwrap()).unwrap();
+        let mut h = Handoff {
+            pod_uid: Some("pod-a".into()),
+            boot_id: Some("boot-1".into()),
+            room: None,
+        };
+        write(&h);
+        assert_eq!((run().files, run().handed_off), (0, true), "no limit");
+        h.room = Some(1 << 20);
+        write(&h);
+        assert!(run().handed_off, "room for the db exactly");
+        h.room = Some((1 << 20) - 1);
+        write(&h);
+        assert_eq!((run().files, run().handed_off), (1, false), "no room");
+        h.room = None;
+        h.pod_uid = Some("pod-b".into());
+        write(&h);
+        assert!(!run().handed_off, "another Pod's sidecar");
+        h.pod_uid = Some("pod-a".into());
+        h.boot_id = Some("boot-0".into());
+        write(&h);
+        assert!(!run().handed_off, "before the node's last boot");
+        h.boot_id = None;
+        write(&h);
+        assert!(run().handed_off, "a record one side lacks proves nothing");
+        std::fs::write(&handoff, b"{\"pod_uid\": 7").unwrap();
+        assert!(!run().handed_off, "unreadable");
     }
 
     #[test]
@@ -576,7 +740,8 @@ mod tests {
                 files: 0,
                 bytes: 0,
                 stopped: true,
-                skipped: None
+                skipped: None,
+                handed_off: false
             }
         );
         // `finish` for a verdict other than `start` sets the same flag.

@@ -150,7 +150,11 @@ pub struct VerdictState {
     pub attempted: bool,
 }
 
-/// Polls `path` every `interval` for the life of the sidecar and publishes each
+/// How often the verdict file is read while no `start` verdict of this Pod
+/// start is known.
+const FIRST_VERDICT_POLL: Duration = Duration::from_millis(100);
+
+/// Polls `path` every `interval` (more often until a `start` verdict is known) for the life of the sidecar and publishes each
 /// new verdict of this Pod start on `publish`. Each read runs in the blocking
 /// pool and is given `timeout`; a read that hangs (a stuck volume) is not
 /// repeated until it returns, and meanwhile the last state stands.
@@ -162,16 +166,31 @@ pub async fn watch_verdict(
     publish: watch::Sender<VerdictState>,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Until a `start` verdict of this Pod start is known, the file is read
+    // every FIRST_VERDICT_POLL: the sidecar's read-ahead for etcd begins with
+    // it, and etcd starts as soon as preflight has written it.
+    let mut first = true;
     let mut pending: Option<
         tokio::task::JoinHandle<Result<Option<PreflightVerdict>, VerdictFileError>>,
     > = None;
     let mut last_problem: Option<String> = None;
     loop {
+        let wait = if first {
+            Duration::ZERO
+        } else if publish
+            .borrow()
+            .verdict
+            .as_ref()
+            .is_some_and(|v| v.verdict == "start")
+        {
+            interval
+        } else {
+            interval.min(FIRST_VERDICT_POLL)
+        };
+        first = false;
         tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
+            () = tokio::time::sleep(wait) => {}
         }
         let mut read = match pending.take() {
             Some(handle) => handle,

@@ -45,6 +45,9 @@ pub struct Config {
     pub report: Option<ReportConfig>,
     /// How long shutdown waits for both servers to drain.
     pub shutdown_grace: Duration,
+    /// Read the backend ahead for etcd once this Pod start's verdict is
+    /// `start` (`--read-ahead`).
+    pub read_ahead: bool,
     /// What one client may hold on either server.
     pub limits: super::conn::Limits,
 }

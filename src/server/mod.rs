@@ -36,6 +36,7 @@ mod proto;
 pub mod report;
 pub mod start;
 pub mod tls;
+mod warm;
 pub mod witness;
 
 use std::net::SocketAddr;
@@ -174,6 +175,22 @@ pub async fn run(
         verdict_tx,
         shutdown.clone(),
     ));
+
+    // The backend read ahead for etcd once this Pod start's verdict is
+    // `start`, while etcd replays its WAL (warm.rs); preflight is told so.
+    let handoff = if config.read_ahead {
+        let this_start = boot::PodStart::current(config.pod_uid.clone());
+        let handoff = warm::announce(config.verdict_file.clone(), this_start).await;
+        tasks.spawn(warm::read_ahead_on_start(
+            crate::disk::layout::Paths::new(&config.data_dir, config.wal_dir.as_deref()),
+            verdict_rx.clone(),
+            started,
+            shutdown.clone(),
+        ));
+        handoff
+    } else {
+        None
+    };
 
     // The position found on disk at shutdown, from the poller to the witness
     // Lease's last renewal.
@@ -315,6 +332,11 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("background tasks did not stop within the shutdown grace; abandoning them");
+    }
+    if let Some(path) = handoff {
+        // Bounded like every access to a volume: a hung one is abandoned.
+        let removal = tokio::task::spawn_blocking(move || warm::withdraw(&path));
+        let _ = tokio::time::timeout(Duration::from_secs(1), removal).await;
     }
     result
 }

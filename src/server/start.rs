@@ -190,6 +190,7 @@ pub fn config(args: &ServeArgs) -> Result<Config> {
         max_watchers: args.max_watchers,
         report,
         shutdown_grace: args.shutdown_grace,
+        read_ahead: args.read_ahead,
         limits: super::conn::Limits {
             max_connections: super::conn::connection_limit(args.max_connections),
             header_read_timeout: args.header_read_timeout,

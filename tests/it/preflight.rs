@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use crate::preflight_support::*;
+use crate::serve_support::Serve;
 
 /// The budget the black-hole runs are given, and what they may take beyond it
 /// (process start, runtime teardown, writing the outputs).
@@ -755,6 +756,146 @@ fn read_ahead_on_or_off_gives_the_same_verdict_and_report() {
 
     flip_a_byte_in_an_early_wal_record(cluster[1].data_dir());
     runs("a corrupt WAL", 12, "refuse-corrupt");
+}
+
+/// Bytes of `file` in the page cache, as `fincore(1)` counts them.
+fn cached_bytes(file: &Path) -> u64 {
+    let out = Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--raw", "-o", "RES"])
+        .arg(file)
+        .output()
+        .expect("fincore (util-linux)");
+    assert!(out.status.success(), "fincore: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a byte count")
+}
+
+/// Drops `file` from the page cache.
+fn evict(file: &Path) {
+    let f = std::fs::File::open(file).unwrap();
+    f.sync_all().unwrap();
+    nix::fcntl::posix_fadvise(
+        &f,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .unwrap();
+}
+
+/// As in a Pod: the sidecar (`serve`, a native sidecar) starts first and says
+/// it will read the backend ahead; preflight then leaves it to the sidecar,
+/// which reads it once the verdict is `start` (while etcd would replay its
+/// WAL). The verdict and the report are the same as preflight's alone, and a
+/// refusal has nothing read ahead.
+#[test]
+fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same() {
+    let cluster = Cluster::builder(EtcdVersion::V3_6)
+        .members(3)
+        .token("read-ahead-sidecar")
+        .start();
+    cluster.put("tenant/config", "precious");
+    cluster[1].stop();
+    let env = with(
+        &with(&cluster.agent_env(1), "AGENT_LOG", "info"),
+        "ETCD_PEER_ENDPOINTS",
+        cluster[0].client_url(),
+    );
+    let db = cluster[1].data_dir().join("member/snap/db");
+    let run_dir = tempfile::tempdir().unwrap();
+    let verdict = run_dir.path().join("preflight.json");
+    let handoff = run_dir.path().join("read-ahead.json");
+    let said = |log: &str, message: &str| {
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["message"] == message)
+    };
+
+    let step = |name: &str, code: i32, verdict_name: &str| {
+        let alone = preflight(&env);
+        alone.expect(name, code, verdict_name);
+        evict(&db);
+        let sidecar = Serve::beside(cluster[1].client_url())
+            .data_dir(cluster[1].data_dir())
+            .verdict_file(&verdict)
+            .start();
+        eventually(patience(), || {
+            handoff.exists().then_some(()).ok_or("no file".to_owned())
+        })
+        .unwrap_or_else(|e| panic!("{name}: no handoff: {e}\n{}", sidecar.log()));
+        let handed = run_agent(
+            ["preflight", "-o", "json"],
+            &with(
+                &with(&with(&env, "AGENT_KUBE", "false"), "AGENT_TIMEOUT", "10s"),
+                "AGENT_VERDICT_FILE",
+                verdict.display().to_string(),
+            ),
+        );
+        assert_eq!(handed.code, code, "{name}\n{handed}");
+        assert_eq!(
+            untimed(handed.json()),
+            untimed(alone.doc()),
+            "{name}: the sidecar's handoff changed the report"
+        );
+        (sidecar, handed)
+    };
+
+    let (mut sidecar, handed) = step("healthy restart", 0, "start");
+    assert!(
+        said(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL").is_some(),
+        "preflight leaves it to the sidecar\n{handed}"
+    );
+    assert_eq!(
+        said(&handed.stderr, "read ahead for etcd"),
+        None,
+        "{handed}"
+    );
+    let line = eventually(patience(), || {
+        said(&sidecar.log(), "read the backend ahead for etcd").ok_or("not yet".to_owned())
+    })
+    .unwrap_or_else(|e| panic!("the sidecar reads ahead: {e}\n{}", sidecar.log()));
+    let size = std::fs::metadata(&db).unwrap().len();
+    assert_eq!(line["files"], 1, "{line}");
+    assert_eq!(line["bytes"], size, "{line}");
+    eventually(patience(), || {
+        (cached_bytes(&db) >= size)
+            .then_some(())
+            .ok_or("not all".to_owned())
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "the db is in the page cache: {e} ({} of {size})",
+            cached_bytes(&db)
+        )
+    });
+    sidecar.sigterm();
+    sidecar
+        .wait_exit(Duration::from_secs(15))
+        .expect("the sidecar stops on SIGTERM");
+    assert!(
+        !handoff.exists(),
+        "the sidecar withdraws its handoff when it stops"
+    );
+
+    flip_a_byte_in_an_early_wal_record(cluster[1].data_dir());
+    let (sidecar, _) = step("a corrupt WAL", 12, "refuse-corrupt");
+    // Given time to act on the verdict it read, the sidecar reads nothing ahead.
+    eventually(patience(), || {
+        said(&sidecar.log(), "read this Pod start's preflight verdict").ok_or("not yet".to_owned())
+    })
+    .unwrap_or_else(|e| panic!("the sidecar read the verdict: {e}\n{}", sidecar.log()));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        said(&sidecar.log(), "read the backend ahead for etcd"),
+        None
+    );
+    assert_eq!(
+        cached_bytes(&db),
+        0,
+        "nothing of the db was read for a refusal"
+    );
 }
 
 /// A memory cgroup of its own with `limit` bytes, removed on drop: what a

@@ -57,6 +57,13 @@ fn hint<Id>(
 }
 
 impl Config {
+    /// Where the verdict file goes: --verdict-file, or the Pod's shared volume.
+    pub(super) fn verdict_path(&self) -> std::path::PathBuf {
+        self.verdict_file
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from(DEFAULT_VERDICT_FILE))
+    }
+
     /// The data dir layout this configuration inspects.
     pub fn paths(&self) -> &Paths {
         &self.paths

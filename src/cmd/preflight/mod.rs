@@ -8,7 +8,7 @@
 //! Pod's `initContainerStatuses`. Read-only: the directory is never changed.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::evidence::mark::{self, WitnessTerms};
 use crate::evidence::{self, Source};
 use crate::exit::Exit;
-use crate::output::{self, fitted_message, write_termination_message};
+use crate::output::{self, fitted_message, write_atomic, write_termination_message};
 use crate::verdict::{self, Answer, Decision, Verdict};
 
 mod config;
@@ -63,9 +63,17 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     // Started before the directory is read, so that the backend comes in while
     // the WAL is verified; it decides nothing (crate::disk::warm).
-    let reading_ahead = args
-        .read_ahead
-        .then(|| warm::start_for(&cfg.paths, warm::Memory::of_this_process));
+    // Left to the sidecar when it said, for this Pod start, that it reads
+    // ahead once the verdict is `start` (etcd then replays its WAL while the
+    // backend comes in, instead of after).
+    let reading_ahead = args.read_ahead.then(|| {
+        warm::start_unless_handed_off(
+            &cfg.paths,
+            warm::Memory::of_this_process,
+            cfg.verdict_path().with_file_name(warm::HANDOFF_FILE),
+            (cfg.me.pod_uid.clone(), evidence::boot_id()),
+        )
+    });
     let mut report = decide(&cfg)?;
     let exit = report.verdict.exit();
     tracing::info!(
@@ -108,6 +116,9 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
                 skip.room >> 20,
                 skip.need >> 20
             ),
+            Some(w) if w.handed_off => {
+                tracing::info!("read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL")
+            }
             Some(w) => tracing::info!(
                 files = w.files,
                 bytes = w.bytes,
@@ -316,35 +327,8 @@ fn dir_entry(dir: &Inspection, elapsed: Duration) -> EvidenceEntry {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, then a
-/// rename, so that the sidecar never reads half a file. Not fsynced: the file
-/// lives in a Pod-scoped volume and describes this Pod start only; after a node
-/// crash the Pod starts again and preflight writes a new one (and the sidecar
-/// falls back to the WAL when there is none).
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 fn write_verdict_file(cfg: &Config, report: &PreflightReport) -> crate::error::Result<()> {
-    let (path, explicit) = match &cfg.verdict_file {
-        Some(p) => (p.clone(), true),
-        None => (PathBuf::from(DEFAULT_VERDICT_FILE), false),
-    };
+    let (path, explicit) = (cfg.verdict_path(), cfg.verdict_file.is_some());
     if !explicit && !path.parent().is_some_and(Path::is_dir) {
         tracing::debug!(path = %path.display(), "no verdict volume mounted; verdict file not written");
         return Ok(());
