@@ -125,6 +125,7 @@ pub async fn read_ahead_on_start(
         Some(w) => tracing::info!(
             files = w.files,
             bytes = w.bytes,
+            cached = w.cached,
             elapsed_ms = t.elapsed().as_millis() as u64,
             "read the backend ahead for etcd"
         ),

@@ -122,6 +122,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
             Some(w) => tracing::info!(
                 files = w.files,
                 bytes = w.bytes,
+                cached = w.cached,
                 stopped = w.stopped,
                 "read ahead for etcd"
             ),
