@@ -53,7 +53,8 @@ pub struct Warmed {
     pub files: usize,
     /// Bytes covered: advised, or found in the page cache already.
     pub bytes: u64,
-    /// Of those, bytes found in the page cache already (not advised).
+    /// Of those, bytes that needed no read (not advised): in the page cache
+    /// already, or holes of a sparse file, which a read answers with zeros.
     pub cached: u64,
     /// Whether the advice stopped before the end (the verdict was not `start`).
     pub stopped: bool,
@@ -61,8 +62,8 @@ pub struct Warmed {
     /// leaves less room for page cache than the WAL and the files to read
     /// ahead need.
     pub skipped: Option<Skipped>,
-    /// Set when nothing was advised because the sidecar reads the files ahead
-    /// for this Pod start ([`Handoff`]).
+    /// Set when the sidecar reads the files ahead for this Pod start
+    /// ([`Handoff`]): what preflight advised until its verdict is in `bytes`.
     pub handed_off: bool,
 }
 
@@ -241,6 +242,8 @@ fn file_bytes(files: &[PathBuf]) -> u64 {
 #[derive(Debug)]
 pub struct ReadAhead {
     stop: Arc<AtomicBool>,
+    /// Set by the thread when the sidecar takes over at the verdict.
+    handed_off: Arc<AtomicBool>,
     done: mpsc::Receiver<Warmed>,
 }
 
@@ -284,18 +287,19 @@ pub fn start_for(
             0
         };
         fits(memory(), wal, file_bytes(&files))
-            .map(|()| Plan::Advise(files))
+            .map(|()| Plan::Advise(files, false))
             .unwrap_or_else(Plan::Skip)
     })
 }
 
-/// [`start_for`], unless the sidecar said it reads the same files ahead for
+/// [`start_for`], and when the sidecar said it reads the same files ahead for
 /// this Pod start once the verdict is `start` ([`Handoff`], read from
-/// `handoff` on the read-ahead's thread): then preflight leaves them to it
-/// and does not wait for them after its verdict, so etcd starts sooner and
-/// replays its WAL while the sidecar brings the backend in. A handoff of
-/// another Pod start, or one whose room under the sidecar's memory limit
-/// cannot hold the files, is not taken.
+/// `handoff` first thing on the read-ahead's thread), the rest is left to it:
+/// [`ReadAhead::finish`] then stops at the verdict instead of waiting for the
+/// end, so etcd starts as soon as the WAL is verified and replays it while the
+/// sidecar brings in the rest of the backend (skipping, cheaply, what came in
+/// before the verdict). A handoff of another Pod start, or one whose room
+/// under the sidecar's memory limit cannot hold the files, is not taken.
 pub fn start_unless_handed_off(
     paths: &Paths,
     memory: impl FnOnce() -> Option<Memory> + Send + 'static,
@@ -306,14 +310,13 @@ pub fn start_unless_handed_off(
     spawn(move || {
         let files = targets(&paths);
         let need = file_bytes(&files);
-        if let Some(h) = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref()) {
-            if h.holds(need) {
-                return Plan::HandedOff;
-            }
+        let handed_off = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref())
+            .is_some_and(|h| h.holds(need));
+        match fits(memory(), dir_bytes(&paths.wal_dir), need) {
+            Ok(()) => Plan::Advise(files, handed_off),
+            Err(_) if handed_off => Plan::HandedOff,
+            Err(skipped) => Plan::Skip(skipped),
         }
-        fits(memory(), dir_bytes(&paths.wal_dir), need)
-            .map(|()| Plan::Advise(files))
-            .unwrap_or_else(Plan::Skip)
     })
 }
 
@@ -373,25 +376,35 @@ impl Handoff {
 
 /// Starts advising the kernel to read `files` ahead, on a thread of its own.
 pub fn start(files: Vec<PathBuf>) -> ReadAhead {
-    spawn(move || Plan::Advise(files))
+    spawn(move || Plan::Advise(files, false))
 }
 
 /// What the read-ahead's thread found to do.
 enum Plan {
-    Advise(Vec<PathBuf>),
+    /// Advise these files; whether the sidecar takes over at the verdict.
+    Advise(Vec<PathBuf>, bool),
     Skip(Skipped),
+    /// Nothing here (no room under this container's limit): all to the sidecar.
     HandedOff,
 }
 
 fn spawn(plan: impl FnOnce() -> Plan + Send + 'static) -> ReadAhead {
     let stop = Arc::new(AtomicBool::new(false));
+    let handed_off = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = Arc::clone(&stop);
+    let handing = Arc::clone(&handed_off);
     let spawned = thread::Builder::new()
         .name("read-ahead".into())
         .spawn(move || {
             let warmed = match plan() {
-                Plan::Advise(files) => advise_all(&files, &flag),
+                Plan::Advise(files, handed) => {
+                    handing.store(handed, Ordering::Relaxed);
+                    Warmed {
+                        handed_off: handed,
+                        ..advise_all(&files, &flag)
+                    }
+                }
                 Plan::Skip(skipped) => Warmed {
                     skipped: Some(skipped),
                     ..Warmed::default()
@@ -406,7 +419,11 @@ fn spawn(plan: impl FnOnce() -> Plan + Send + 'static) -> ReadAhead {
     if let Err(e) = spawned {
         tracing::debug!(error = %e, "no read-ahead: cannot start its thread");
     }
-    ReadAhead { stop, done }
+    ReadAhead {
+        stop,
+        handed_off,
+        done,
+    }
 }
 
 /// Advises `files` in order, until `stop` is set.
@@ -462,9 +479,11 @@ fn advise(path: &Path, stop: &AtomicBool) -> Option<(u64, u64)> {
 /// Whether the pages holding `offsets` of `file` are in the page cache: a
 /// one-byte `preadv2(RWF_NOWAIT)` at each, which the kernel answers from the
 /// cache or refuses without starting I/O (`EAGAIN`). A file system that does
-/// not support it answers no, and the chunk is advised. A sample: a chunk
-/// partly evicted between the probes is taken as cached, and etcd reads the
-/// rest itself.
+/// not support it answers no, and the chunk is advised. A hole of a sparse
+/// file (bbolt grows the db by truncating it longer) reads as zeros without
+/// I/O and counts as cached: etcd's page faults do not read it either. A
+/// sample: a chunk partly evicted, or holding data between holes at the
+/// probes, is taken as cached, and etcd reads the rest itself.
 fn in_cache(file: &File, offsets: [i64; 3]) -> bool {
     let mut byte = [0u8; 1];
     offsets.iter().all(|&at| {
@@ -491,11 +510,11 @@ impl ReadAhead {
     }
 
     /// Ends the read-ahead: lets it run to its end when `etcd_reads` (the
-    /// verdict is `start`), waiting for it no later than `deadline`; stops it
-    /// otherwise. Returns what was advised, `None` when it had not finished by
+    /// verdict is `start`) and the sidecar does not take over, waiting for it
+    /// no later than `deadline`; stops it otherwise (at its next chunk). Returns what was advised, `None` when it had not finished by
     /// the deadline.
     pub fn finish(self, etcd_reads: bool, deadline: Instant) -> Option<Warmed> {
-        if !etcd_reads {
+        if !etcd_reads || self.handed_off.load(Ordering::Relaxed) {
             self.stop.store(true, Ordering::Relaxed);
         }
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -739,6 +758,23 @@ mod tests {
         };
         // No sidecar said anything: preflight reads ahead itself.
         assert_eq!((run().files, run().handed_off), (1, false));
+        // Under a limit that cannot hold the WAL and the db, not at all.
+        let tight = || {
+            start_unless_handed_off(
+                &paths,
+                || {
+                    Some(Memory {
+                        limit: Some(1),
+                        usage: 0,
+                    })
+                },
+                handoff.clone(),
+                this(),
+            )
+            .finish(true, deadline)
+            .unwrap()
+        };
+        assert_eq!((tight().files, tight().handed_off), (0, false));
         let write = |h: &Handoff| std::fs::write(&handoff, serde_json::to_vec(h).unwrap()).unwrap();
         let mut h = Handoff {
             pod_uid: Some("pod-a".into()),
@@ -746,13 +782,21 @@ mod tests {
             room: None,
         };
         write(&h);
-        assert_eq!((run().files, run().handed_off), (0, true), "no limit");
+        // Preflight reads ahead until its verdict, then stops: the sidecar
+        // takes over.
+        let r = start_unless_handed_off(&paths, || None, handoff.clone(), this());
+        let stop = r.stop_flag();
+        let w = r.finish(true, deadline).unwrap();
+        assert!(w.handed_off, "no limit: {w:?}");
+        assert!(stop.load(Ordering::Relaxed), "stopped at the verdict");
+        // Under a limit that cannot hold them, preflight leaves them all to it.
+        assert_eq!((tight().files, tight().handed_off), (0, true));
         h.room = Some(1 << 20);
         write(&h);
         assert!(run().handed_off, "room for the db exactly");
         h.room = Some((1 << 20) - 1);
         write(&h);
-        assert_eq!((run().files, run().handed_off), (1, false), "no room");
+        assert!(!run().handed_off, "no room");
         h.room = None;
         h.pod_uid = Some("pod-b".into());
         write(&h);

@@ -322,6 +322,8 @@ pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
         &Paths::new(data_dir, wal_dir),
         Options {
             locks: Probe::Ofd,
+            // One reader: see `server::read_boot`.
+            threads: 1,
             ..Options::default()
         },
     );

@@ -31,9 +31,18 @@ use crate::disk::warm::{self, Handoff, Memory};
 /// next chunk (a volume slower than this is not helped by it).
 const BOUND: Duration = Duration::from_secs(600);
 
+/// A handoff written: where, and the room it announced.
+#[derive(Debug, Clone)]
+pub struct Announced {
+    /// The file ([`withdraw`] removes it).
+    pub path: PathBuf,
+    /// The room for page cache it announced (`None`: no limit).
+    pub room: Option<u64>,
+}
+
 /// Writes the handoff beside `verdict_file` (best effort: without it preflight
 /// reads ahead itself). Removed by [`withdraw`] at shutdown.
-pub async fn announce(verdict_file: PathBuf, this_start: PodStart) -> Option<PathBuf> {
+pub async fn announce(verdict_file: PathBuf, this_start: PodStart) -> Option<Announced> {
     let path = verdict_file.with_file_name(warm::HANDOFF_FILE);
     let write = tokio::task::spawn_blocking(move || {
         if !path.parent().is_some_and(std::path::Path::is_dir) {
@@ -48,7 +57,7 @@ pub async fn announce(verdict_file: PathBuf, this_start: PodStart) -> Option<Pat
         match crate::output::write_atomic(&path, &bytes) {
             Ok(()) => {
                 tracing::info!(path = %path.display(), room_mib = ?h.room.map(|r| r >> 20), "will read the backend ahead for etcd once the verdict is start");
-                Some(path)
+                Some(Announced { path, room: h.room })
             }
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "cannot write the read-ahead handoff; preflight reads ahead itself");
@@ -69,9 +78,14 @@ pub fn withdraw(path: &std::path::Path) {
 }
 
 /// Waits for this Pod start's `start` verdict decided since `started`, then
-/// reads the backend ahead, until done or `shutdown`.
+/// reads the backend ahead, until done or `shutdown`. Whether it fits the
+/// memory limit is judged on the room `announced` to preflight, the number
+/// preflight left the files to this container on (by then this container's
+/// own read of the WAL at boot is charged to it too, but it is reclaimable);
+/// without an announcement, on the room left now.
 pub async fn read_ahead_on_start(
     paths: Paths,
+    announced: Option<Announced>,
     mut verdict: watch::Receiver<VerdictState>,
     started: SystemTime,
     shutdown: CancellationToken,
@@ -103,7 +117,19 @@ pub async fn read_ahead_on_start(
         }
     }
     let t = Instant::now();
-    let reading = warm::start_for(&paths, Memory::of_this_process, false);
+    let reading = match announced {
+        Some(Announced { room, .. }) => warm::start_for(
+            &paths,
+            move || {
+                Some(Memory {
+                    limit: room,
+                    usage: 0,
+                })
+            },
+            false,
+        ),
+        None => warm::start_for(&paths, Memory::of_this_process, false),
+    };
     let stop = reading.stop_flag();
     let mut done =
         tokio::task::spawn_blocking(move || reading.finish(true, Instant::now() + BOUND));

@@ -63,9 +63,9 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     let started = Instant::now();
     // Started before the directory is read, so that the backend comes in while
     // the WAL is verified; it decides nothing (crate::disk::warm).
-    // Left to the sidecar when it said, for this Pod start, that it reads
-    // ahead once the verdict is `start` (etcd then replays its WAL while the
-    // backend comes in, instead of after).
+    // Left to the sidecar at the verdict when it said, for this Pod start,
+    // that it reads ahead once the verdict is `start` (etcd then replays its
+    // WAL while the rest of the backend comes in, instead of after).
     let reading_ahead = args.read_ahead.then(|| {
         warm::start_unless_handed_off(
             &cfg.paths,
@@ -116,9 +116,12 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
                 skip.room >> 20,
                 skip.need >> 20
             ),
-            Some(w) if w.handed_off => {
-                tracing::info!("read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL")
-            }
+            Some(w) if w.handed_off => tracing::info!(
+                files = w.files,
+                bytes = w.bytes,
+                cached = w.cached,
+                "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL"
+            ),
             Some(w) => tracing::info!(
                 files = w.files,
                 bytes = w.bytes,
