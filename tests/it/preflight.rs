@@ -707,21 +707,35 @@ fn untimed(doc: &serde_json::Value) -> serde_json::Value {
 /// the exit code and every field of the report but the timings are the same
 /// with it on and off, for a start and for a refusal; and on, it says what it
 /// read ahead.
-#[test]
-fn read_ahead_on_or_off_gives_the_same_verdict_and_report() {
+/// A 3-member etcd 3.6 cluster of `token` with one key, member 1 stopped, and
+/// the env of a preflight for it that logs at info and asks member 0 alone
+/// (with two peers, which answers first, and so the live evidence's wording,
+/// differs from run to run).
+fn stopped_member_of_three(token: &str) -> (Cluster, Env) {
     let cluster = Cluster::builder(EtcdVersion::V3_6)
         .members(3)
-        .token("read-ahead")
+        .token(token)
         .start();
     cluster.put("tenant/config", "precious");
     cluster[1].stop();
-    // One peer asked: with two, which answers first (and so the live
-    // evidence's wording) differs from run to run, read-ahead or not.
     let env = with(
         &with(&cluster.agent_env(1), "AGENT_LOG", "info"),
         "ETCD_PEER_ENDPOINTS",
         cluster[0].client_url(),
     );
+    (cluster, env)
+}
+
+/// The first JSON log line of `log` whose message is `message`.
+fn logged(log: &str, message: &str) -> Option<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == message)
+}
+
+#[test]
+fn read_ahead_on_or_off_gives_the_same_verdict_and_report() {
+    let (cluster, env) = stopped_member_of_three("read-ahead");
     let runs = |step: &str, code: i32, verdict: &str| {
         let on = preflight(&with(&env, "AGENT_READ_AHEAD", "true"));
         let off = preflight(&with(&env, "AGENT_READ_AHEAD", "false"));
@@ -736,13 +750,7 @@ fn read_ahead_on_or_off_gives_the_same_verdict_and_report() {
     };
 
     let (on, off) = runs("healthy restart", 0, "start");
-    let said = |p: &Preflight| {
-        p.run
-            .stderr
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|l| l["message"] == "read ahead for etcd")
-    };
+    let said = |p: &Preflight| logged(&p.run.stderr, "read ahead for etcd");
     let line = said(&on).unwrap_or_else(|| panic!("on, it says so\n{}", on.run));
     // The db, to its end (no .snap yet: too few entries for a snapshot).
     assert_eq!(line["files"], 1, "{line}");
@@ -814,26 +822,11 @@ fn evict(file: &Path) {
 /// reads nothing ahead.
 #[test]
 fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same() {
-    let cluster = Cluster::builder(EtcdVersion::V3_6)
-        .members(3)
-        .token("read-ahead-sidecar")
-        .start();
-    cluster.put("tenant/config", "precious");
-    cluster[1].stop();
-    let env = with(
-        &with(&cluster.agent_env(1), "AGENT_LOG", "info"),
-        "ETCD_PEER_ENDPOINTS",
-        cluster[0].client_url(),
-    );
+    let (cluster, env) = stopped_member_of_three("read-ahead-sidecar");
     let db = cluster[1].data_dir().join("member/snap/db");
     let run_dir = tempfile::tempdir().unwrap();
     let verdict = run_dir.path().join("preflight.json");
     let handoff = run_dir.path().join("read-ahead.json");
-    let said = |log: &str, message: &str| {
-        log.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|l| l["message"] == message)
-    };
 
     let step = |name: &str, code: i32, verdict_name: &str| {
         let alone = preflight(&env);
@@ -866,16 +859,16 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
 
     let (mut sidecar, handed) = step("healthy restart", 0, "start");
     assert!(
-        said(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL").is_some(),
+        logged(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL").is_some(),
         "preflight leaves it to the sidecar\n{handed}"
     );
     assert_eq!(
-        said(&handed.stderr, "read ahead for etcd"),
+        logged(&handed.stderr, "read ahead for etcd"),
         None,
         "{handed}"
     );
     let line = eventually(patience(), || {
-        said(&sidecar.log(), "read the backend ahead for etcd").ok_or("not yet".to_owned())
+        logged(&sidecar.log(), "read the backend ahead for etcd").ok_or("not yet".to_owned())
     })
     .unwrap_or_else(|e| panic!("the sidecar reads ahead: {e}\n{}", sidecar.log()));
     let size = std::fs::metadata(&db).unwrap().len();
@@ -891,7 +884,7 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
         panic!(
             "the db is ready for etcd: {e} ({} of {size} cached)\nsidecar: {line}\npreflight: {:?}",
             cached_bytes(&db),
-            said(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL")
+            logged(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL")
         )
     });
     sidecar.sigterm();
@@ -910,12 +903,13 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
     evict(&db);
     // Given time to act on the verdict it read, the sidecar reads nothing ahead.
     eventually(patience(), || {
-        said(&sidecar.log(), "read this Pod start's preflight verdict").ok_or("not yet".to_owned())
+        logged(&sidecar.log(), "read this Pod start's preflight verdict")
+            .ok_or("not yet".to_owned())
     })
     .unwrap_or_else(|e| panic!("the sidecar read the verdict: {e}\n{}", sidecar.log()));
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        said(&sidecar.log(), "read the backend ahead for etcd"),
+        logged(&sidecar.log(), "read the backend ahead for etcd"),
         None
     );
     assert_eq!(
