@@ -436,6 +436,7 @@ mod tests {
             last_index,
             last_term: 3,
             commit,
+            hard_term: commit.map(|_| 3),
         };
         let mut t = DurableTracker::default();
         t.observe(m, c, pos(10));

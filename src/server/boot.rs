@@ -24,8 +24,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::{PreflightVerdict, WalIdentity};
-use crate::disk::layout::{self, Options, Paths};
+use crate::disk::layout::{self, DirKind, Options, Paths};
 use crate::disk::lock::Probe;
+use crate::disk::wal;
 use crate::report::VerdictFile;
 
 /// Why the verdict file could not be used.
@@ -314,12 +315,51 @@ pub fn sidecar_verdict(file: VerdictFile, path: &Path) -> PreflightVerdict {
     }
 }
 
-/// Reads the data directory offline (no locks, no writes) and keeps its identity.
-/// Blocking: call it from the blocking pool.
+/// Reads the identity the data directory's WAL records, offline (no locks,
+/// no writes). Blocking: call it from a thread of its own.
+///
+/// What the sidecar needs of it is an expectation (the IDs, the last
+/// HardState's commit), not a verdict: `preflight` verifies the whole WAL.
+/// So a WAL whose last segment yields the IDs and a HardState, beside a
+/// backend file, is read from that segment alone ([`read_wal_ends`]): at most
+/// 64 MB, where reading the whole WAL (a GiB and more) at boot ran beside
+/// etcd's own replay and, under the sidecar's memory limit, evicted the pages
+/// etcd was about to read. Anything else is read whole, as `inspect` reads it,
+/// so that its state and problem are `inspect`'s.
 pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
+    let paths = Paths::new(data_dir, wal_dir);
+    read_wal_ends(&paths).unwrap_or_else(|| read_wal_whole(&paths))
+}
+
+/// The IDs and the last HardState from the WAL's last segment alone (it opens
+/// with the running CRC and the metadata record, and etcd writes the HardState
+/// at the head of every segment it cuts, so the segment verifies and holds
+/// them on its own): `None` when it does not yield all of them, or no backend
+/// file is beside it.
+fn read_wal_ends(paths: &Paths) -> Option<WalIdentity> {
+    let db = std::fs::symlink_metadata(paths.db()).ok()?;
+    if !db.is_file() {
+        return None;
+    }
+    let end = wal::last_segment(&paths.wal_dir).ok()?;
+    let (member_id, cluster_id) = end.ids?;
+    Some(WalIdentity {
+        state: DirKind::Initialized.name().to_owned(),
+        member_id: Some(member_id),
+        cluster_id: Some(cluster_id),
+        commit_index: end.commit?,
+        term: end.hard_term?,
+        last_index: end.last_index,
+        problem: None,
+    })
+}
+
+/// The whole directory read as `inspect` reads it: what [`read_wal`] falls
+/// back to, and what its read of the last segment is checked against.
+pub fn read_wal_whole(paths: &Paths) -> WalIdentity {
     // Only the identity matters here, not who holds which lock.
     let report = layout::inspect(
-        &Paths::new(data_dir, wal_dir),
+        paths,
         Options {
             locks: Probe::Ofd,
             // One reader: see `server::read_boot`.

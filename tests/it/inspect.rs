@@ -677,6 +677,7 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
     }
     let report = inspector.expect(m.data_dir(), &[], 0, "initialized");
     assert_matches_status("single m0", &report, &status, Down::Stopped);
+    the_sidecars_boot_read_of_the_last_segment_is_the_whole_reads("single m0", m);
     let segments = report["wal"]["segments"].as_array().unwrap();
     assert_eq!(segments.len(), m.wal_files().len(), "{report:#}");
     assert!(report["wal"]["torn_tail"].is_null(), "{report:#}");
@@ -739,6 +740,7 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
         let name = format!("{version} {}", m.name());
         let report = inspector.expect(m.data_dir(), &[], 0, "initialized");
         assert_matches_status(&name, &report, status, down);
+        the_sidecars_boot_read_of_the_last_segment_is_the_whole_reads(&name, m);
         assert!(u64_at(&report, "/snapshot/index") > 0, "{name}: {report:#}");
         assert!(!m.snap_files().is_empty(), "{name}");
         let mut ids: Vec<String> = multi
@@ -782,6 +784,23 @@ fn inspect_agrees_with_etcd_on_real_data_dirs(version: EtcdVersion) {
         }
         assert_hash_matches_etcdutl(&inspector, version, m.data_dir(), &m.db_path());
     }
+}
+
+/// `serve` reads the WAL at boot from its last segment alone
+/// (`server::boot::read_wal`): on a real directory, a WAL of several segments
+/// and .snap files or a member SIGKILLed mid-segment, that read says what the
+/// whole read says: the IDs, the last HardState and the last index.
+fn the_sidecars_boot_read_of_the_last_segment_is_the_whole_reads(name: &str, m: &Member) {
+    use etcd_member_agent::disk::layout::Paths;
+    use etcd_member_agent::server::boot;
+    let quick = boot::read_wal(m.data_dir(), None);
+    let whole = boot::read_wal_whole(&Paths::new(m.data_dir(), None));
+    assert_eq!(quick, whole, "{name}");
+    assert_eq!(quick.state, "initialized", "{name}: {quick:?}");
+    assert!(
+        quick.commit_index > 0 && quick.term > 0,
+        "{name}: {quick:?}"
+    );
 }
 
 /// Damage in a log of several segments: a truncated early segment is corruption

@@ -397,6 +397,8 @@ pub struct SegmentEnd {
     /// writes the HardState at the head of every segment it cuts, and with
     /// every batch that changes it).
     pub commit: Option<u64>,
+    /// The term of that HardState, with it.
+    pub hard_term: Option<u64>,
 }
 
 /// The last segment's end, IDs and last HardState's commit: what the sidecar
@@ -425,6 +427,7 @@ pub fn last_segment(wal_dir: &Path) -> Result<SegmentEnd, WalError> {
         last_index: index,
         last_term: st.last_term,
         commit: st.hard_state_seen.then_some(st.hard_state.commit),
+        hard_term: st.hard_state_seen.then_some(st.hard_state.term),
     })
 }
 
