@@ -898,8 +898,7 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
 
     flip_a_byte_in_an_early_wal_record(cluster[1].data_dir());
     let (sidecar, _) = step("a corrupt WAL", 12, "refuse-corrupt");
-    // Preflight read ahead until its verdict; what the sidecar does after it
-    // is what is checked.
+    // What the sidecar does after the verdict is what is checked.
     evict(&db);
     // Given time to act on the verdict it read, the sidecar reads nothing ahead.
     eventually(patience(), || {

@@ -117,9 +117,6 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
                 skip.need >> 20
             ),
             Some(w) if w.handed_off => tracing::info!(
-                files = w.files,
-                bytes = w.bytes,
-                cached = w.cached,
                 "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL"
             ),
             Some(w) => tracing::info!(
