@@ -555,5 +555,12 @@ def main():
     }))
 
 
+def _exit_on_sigterm(signum, _frame):
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so that every
+    # `finally` above stops the etcd processes it started.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     main()
