@@ -478,7 +478,7 @@ pub struct ServeArgs {
     #[arg(long, env = "AGENT_SHUTDOWN_GRACE", default_value = "10s", value_parser = crate::duration::parse)]
     pub shutdown_grace: Duration,
     /// Once this Pod start's verdict is `start`, ask the kernel to read ahead
-    /// the backend and the newest `.snap` while etcd replays its WAL, and tell
+    /// the backend and the newest `.snap` while etcd starts, and tell
     /// preflight so (`read-ahead.json` beside --verdict-file), which then
     /// leaves them to this container: a member back on a cold page cache is
     /// healthy sooner (docs/performance.md). Page cache is charged to this

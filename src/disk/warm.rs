@@ -3,12 +3,15 @@
 //! A member on its real way back (a node rebooted, a Pod rescheduled, a volume
 //! attached elsewhere) starts with a cold page cache. Preflight reads and
 //! verifies the whole WAL on every core, which leaves the WAL in the cache for
-//! etcd's single-threaded replay. The backend is the other half of etcd's
-//! start: every line (3.4–3.7) opens bbolt and rebuilds the MVCC index from the
-//! whole key bucket (`mvcc.restore`, reading every key and value through the
-//! mmap, page by page in key order), so a cold start faults the db in 4 KiB at a
-//! time. This module asks the kernel to read the backend ahead, sequentially,
-//! while the WAL is being verified, and the newest `.snap` (the one etcd loads).
+//! etcd's single-threaded reads of it. The backend is the other half of etcd's
+//! start, and its first: every line (3.4–3.7) opens bbolt with `MAP_POPULATE`
+//! (the whole db faulted in through the mmap before anything else), then reads
+//! the WAL, then rebuilds the MVCC index from the whole key bucket
+//! (`mvcc.restore`, every key and value through the mmap). On its own that
+//! cold read is slow and, measured, sometimes leaves much of the db for the
+//! restore to fault in again page by page (docs/performance.md). This module
+//! asks the kernel to read the backend ahead, sequentially, and the newest
+//! `.snap` (the one etcd loads).
 //! Nothing else: not the WAL segments etcd will not replay, not the older
 //! `.snap` files.
 //!
@@ -298,9 +301,9 @@ pub fn start_for(
 /// ahead here, so that the WAL's verification has the disk to itself and the
 /// verdict comes as soon as the WAL is read (the db read beside it delayed a
 /// cold verdict by the db's own read time: 0.52 against 1.17 s, 1.1 GiB of
-/// each, etcd 3.6); etcd starts then and replays the WAL, which the
-/// verification left in the page cache, while the sidecar brings in the
-/// backend it reads next. A handoff of another Pod start, or one whose room
+/// each, etcd 3.6); etcd starts then, opening the backend the sidecar is
+/// bringing in, and reads the WAL the verification left in the page cache. A
+/// handoff of another Pod start, or one whose room
 /// under the sidecar's memory limit cannot hold the files, is not taken.
 pub fn start_unless_handed_off(
     paths: &Paths,

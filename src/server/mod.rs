@@ -177,7 +177,7 @@ pub async fn run(
     ));
 
     // The backend read ahead for etcd once this Pod start's verdict is
-    // `start`, while etcd replays its WAL (warm.rs); preflight is told so.
+    // `start`, while etcd starts (warm.rs); preflight is told so.
     let handoff = if config.read_ahead {
         let this_start = boot::PodStart::current(config.pod_uid.clone());
         let handoff = warm::announce(config.verdict_file.clone(), this_start).await;

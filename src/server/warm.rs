@@ -1,16 +1,17 @@
 //! The sidecar's read-ahead for etcd's start (`--read-ahead`,
 //! docs/performance.md).
 //!
-//! etcd reads its WAL first and its backend after (`bootstrap`, then
-//! `mvcc.restore`, every line 3.4–3.7). `preflight` reads and verifies the
-//! WAL, which leaves it in the page cache; but an init container's processes
-//! end with it, so whatever preflight reads ahead of the backend must be
-//! finished before etcd can start. The sidecar runs beside etcd: once this Pod
-//! start's verdict is `start` it asks the kernel to read the backend and the
-//! newest `.snap` ahead ([`crate::disk::warm`]) while etcd replays the WAL, and
-//! it says so when it starts ([`Handoff`], beside the verdict file) so that
-//! preflight leaves those files to it and etcd starts as soon as the WAL is
-//! verified.
+//! etcd opens its backend first (bbolt with `MAP_POPULATE`), then reads its
+//! WAL, then rebuilds its index from the backend (`mvcc.restore`; every line
+//! 3.4–3.7). `preflight` reads and verifies the WAL, which leaves it in the
+//! page cache; but an init container's processes end with it, so whatever
+//! preflight reads ahead of the backend must be finished before etcd can
+//! start, and read beside the WAL it delays the verdict (the disk is the
+//! limit). The sidecar runs beside etcd: once this Pod start's verdict is
+//! `start` it asks the kernel to read the backend and the newest `.snap` ahead
+//! ([`crate::disk::warm`]) while etcd opens them, and it says so when it
+//! starts ([`Handoff`], beside the verdict file) so that preflight leaves
+//! those files to it and etcd starts as soon as the WAL is verified.
 //!
 //! Advice only: it reads nothing into the process, changes no byte, and
 //! decides nothing. A verdict decided before this process started (a sidecar

@@ -859,7 +859,11 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
 
     let (mut sidecar, handed) = step("healthy restart", 0, "start");
     assert!(
-        logged(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL").is_some(),
+        logged(
+            &handed.stderr,
+            "read-ahead left to the sidecar, which reads the backend ahead while etcd starts"
+        )
+        .is_some(),
         "preflight leaves it to the sidecar\n{handed}"
     );
     assert_eq!(
@@ -884,7 +888,10 @@ fn with_the_sidecar_up_preflight_leaves_the_backend_to_it_and_decides_the_same()
         panic!(
             "the db is ready for etcd: {e} ({} of {size} cached)\nsidecar: {line}\npreflight: {:?}",
             cached_bytes(&db),
-            logged(&handed.stderr, "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL")
+            logged(
+                &handed.stderr,
+                "read-ahead left to the sidecar, which reads the backend ahead while etcd starts"
+            )
         )
     });
     sidecar.sigterm();

@@ -117,7 +117,7 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
                 skip.need >> 20
             ),
             Some(w) if w.handed_off => tracing::info!(
-                "read-ahead left to the sidecar, which reads the backend ahead while etcd replays its WAL"
+                "read-ahead left to the sidecar, which reads the backend ahead while etcd starts"
             ),
             Some(w) => tracing::info!(
                 files = w.files,
