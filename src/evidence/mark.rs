@@ -437,6 +437,8 @@ mod tests {
             last_term: 3,
             commit,
             hard_term: commit.map(|_| 3),
+            last_entry: last_index,
+            clean: true,
         };
         let mut t = DurableTracker::default();
         t.observe(m, c, pos(10));

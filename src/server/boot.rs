@@ -320,12 +320,15 @@ pub fn sidecar_verdict(file: VerdictFile, path: &Path) -> PreflightVerdict {
 ///
 /// What the sidecar needs of it is an expectation (the IDs, the last
 /// HardState's commit), not a verdict: `preflight` verifies the whole WAL.
-/// So a WAL whose last segment yields the IDs and a HardState, beside a
-/// backend file, is read from that segment alone ([`read_wal_ends`]): at most
-/// 64 MB, where reading the whole WAL (a GiB and more) at boot ran beside
-/// etcd's own replay and, under the sidecar's memory limit, evicted the pages
-/// etcd was about to read. Anything else is read whole, as `inspect` reads it,
-/// so that its state and problem are `inspect`'s.
+/// So a WAL whose last segment reads clean and yields the IDs (the same as
+/// the first segment's) and a HardState, beside a backend file, is read from
+/// those segments alone ([`read_wal_ends`]): about one segment (64 MB), where
+/// reading the whole WAL (a GiB and more) at boot ran beside preflight's read
+/// and etcd's start and, under the sidecar's memory limit, evicted the pages
+/// etcd was about to read. Anything else is read whole, as `inspect` reads
+/// it, so that its state and problem are `inspect`'s. Damage before the last
+/// segment (but in the first one's opening records) is not seen by the short
+/// read; preflight refuses it.
 pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
     let paths = Paths::new(data_dir, wal_dir);
     read_wal_ends(&paths).unwrap_or_else(|| read_wal_whole(&paths))
@@ -334,22 +337,35 @@ pub fn read_wal(data_dir: &Path, wal_dir: Option<&Path>) -> WalIdentity {
 /// The IDs and the last HardState from the WAL's last segment alone (it opens
 /// with the running CRC and the metadata record, and etcd writes the HardState
 /// at the head of every segment it cuts, so the segment verifies and holds
-/// them on its own): `None` when it does not yield all of them, or no backend
-/// file is beside it.
-fn read_wal_ends(paths: &Paths) -> Option<WalIdentity> {
+/// them on its own), its IDs checked against the first segment's metadata:
+/// `None` (read it whole) when the last segment has a corrupt record or lacks
+/// any of them, the two segments name different members, `member`, its `snap`
+/// dir or the WAL dir is not a directory of its own (a symlink: `inspect`
+/// reports it, and never follows it), or no non-empty backend file is there.
+pub fn read_wal_ends(paths: &Paths) -> Option<WalIdentity> {
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if !(is_dir(&paths.member_dir) && is_dir(&paths.snap_dir) && is_dir(&paths.wal_dir)) {
+        return None;
+    }
     let db = std::fs::symlink_metadata(paths.db()).ok()?;
-    if !db.is_file() {
+    if !db.is_file() || db.len() == 0 {
         return None;
     }
     let end = wal::last_segment(&paths.wal_dir).ok()?;
+    if !end.clean {
+        return None;
+    }
     let (member_id, cluster_id) = end.ids?;
+    if wal::wal_identity(&paths.wal_dir)? != (member_id, cluster_id) {
+        return None;
+    }
     Some(WalIdentity {
         state: DirKind::Initialized.name().to_owned(),
         member_id: Some(member_id),
         cluster_id: Some(cluster_id),
         commit_index: end.commit?,
         term: end.hard_term?,
-        last_index: end.last_index,
+        last_index: end.last_entry,
         problem: None,
     })
 }

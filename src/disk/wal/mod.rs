@@ -399,6 +399,13 @@ pub struct SegmentEnd {
     pub commit: Option<u64>,
     /// The term of that HardState, with it.
     pub hard_term: Option<u64>,
+    /// The last entry's index as a read of the whole WAL gives it: the last
+    /// entry in this segment, or, when it holds none, the index before the
+    /// one the segment is named for (snapshot records not counted).
+    pub last_entry: u64,
+    /// Whether its records read to their end, or to a torn tail (which etcd
+    /// repairs in the last segment); `false` when a record in it is corrupt.
+    pub clean: bool,
 }
 
 /// The last segment's end, IDs and last HardState's commit: what the sidecar
@@ -416,10 +423,11 @@ pub fn last_segment(wal_dir: &Path) -> Result<SegmentEnd, WalError> {
         ..State::default()
     };
     let mut buf = Vec::new();
-    scan_segment(last, &mut st, &mut buf)?;
+    let end = scan_segment(last, &mut st, &mut buf)?;
     // A segment cut and not written yet holds no entry: the log reaches the
     // index before the one it is named for.
     let before = last.first_index.saturating_sub(1);
+    let clean = matches!(end.failure, None | Some((_, Fail::Torn(_))));
     let snap = st.snapshots.iter().map(|s| s.index).max().unwrap_or(0);
     let index = st.last_index.max(before).max(snap);
     Ok(SegmentEnd {
@@ -428,6 +436,12 @@ pub fn last_segment(wal_dir: &Path) -> Result<SegmentEnd, WalError> {
         last_term: st.last_term,
         commit: st.hard_state_seen.then_some(st.hard_state.commit),
         hard_term: st.hard_state_seen.then_some(st.hard_state.term),
+        last_entry: if st.last_index > 0 {
+            st.last_index
+        } else {
+            before
+        },
+        clean,
     })
 }
 

@@ -394,6 +394,49 @@ fn a_zeroed_tail_is_a_torn_tail_and_keeps_the_records_before_it() {
     assert_eq!(wal.valid_end, (last, off));
 }
 
+/// The last segment read alone (what the sidecar reads at boot) says what
+/// the whole read says of the log's end when it reads clean, and says it is
+/// not clean when a record in it is corrupt; a torn tail is clean, as etcd
+/// repairs it.
+#[test]
+fn the_last_segment_alone_knows_its_end_and_whether_it_reads_clean() {
+    let e = big_last_segment();
+    let last = e.segs.len() - 1;
+    let dir = tempfile::tempdir().unwrap();
+    write_segs(dir.path(), &e.segs, 0);
+    let whole = read_wal(dir.path()).unwrap();
+    let end = last_segment(dir.path()).unwrap();
+    assert!(end.clean, "{end:?}");
+    assert_eq!(end.last_entry, whole.last_index);
+    assert_eq!(end.last_entry, 40);
+    assert_eq!(end.ids, Some((whole.member_id, whole.cluster_id)));
+    assert_eq!(
+        (end.commit, end.hard_term),
+        (Some(whole.hard_state.commit), Some(whole.hard_state.term))
+    );
+
+    // A byte of entry 35's data flipped: its CRC fails mid-segment.
+    let (_, off) = e.offsets[e.offsets.len() - 6];
+    let mut segs = e.segs.clone();
+    segs[last][off as usize + 8 + 100] ^= 0xff;
+    let dir = tempfile::tempdir().unwrap();
+    write_segs(dir.path(), &segs, 0);
+    assert!(read_wal(dir.path()).is_err());
+    let end = last_segment(dir.path()).unwrap();
+    assert!(!end.clean, "{end:?}");
+
+    // Its last record cut short: a torn tail, clean, the entry before it last.
+    let (_, off) = *e.offsets.last().unwrap();
+    let mut segs = e.segs.clone();
+    segs[last].truncate(off as usize + 100);
+    let dir = tempfile::tempdir().unwrap();
+    write_segs(dir.path(), &segs, 0);
+    let end = last_segment(dir.path()).unwrap();
+    assert!(end.clean, "{end:?}");
+    assert_eq!(end.last_entry, read_wal(dir.path()).unwrap().last_index);
+    assert_eq!(end.last_entry, 39);
+}
+
 #[test]
 fn a_zeroed_region_in_an_earlier_segment_is_corrupt() {
     let mut e = big_last_segment();
