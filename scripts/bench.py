@@ -505,7 +505,7 @@ def main():
         "hash_1core_vs_raw_all": med["--hash, 1 core"] / med["raw WAL+snap+db"],
         "hash_vs_etcdutl": med["inspect --hash"] / med["etcdutl status"],
         # As deployed in a Pod: the sidecar started first, then preflight, then
-        # etcd (the sidecar reads the db ahead while etcd replays its WAL).
+        # etcd (the sidecar reads the db ahead while etcd starts).
         "cold_guarded_vs_unguarded": med["cold: sidecar + preflight + etcd"] / med["cold: etcd alone"],
         "cold_guarded_shipped_limits_vs_unguarded":
             med["cold: sidecar + preflight + etcd, 256 MiB limits"] / med["cold: etcd alone"],

@@ -245,7 +245,7 @@ fn file_bytes(files: &[PathBuf]) -> u64 {
 #[derive(Debug)]
 pub struct ReadAhead {
     stop: Arc<AtomicBool>,
-    /// Set by the thread when the sidecar takes over at the verdict.
+    /// Set by the thread when the sidecar takes the db over.
     handed_off: Arc<AtomicBool>,
     done: mpsc::Receiver<Warmed>,
 }

@@ -62,10 +62,10 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
     };
     let started = Instant::now();
     // Started before the directory is read, so that the backend comes in while
-    // the WAL is verified; it decides nothing (crate::disk::warm).
-    // Left to the sidecar at the verdict when it said, for this Pod start,
-    // that it reads ahead once the verdict is `start` (etcd then replays its
-    // WAL while the rest of the backend comes in, instead of after).
+    // the WAL is verified; it decides nothing (crate::disk::warm). Left to the
+    // sidecar when it said, for this Pod start, that it reads ahead once the
+    // verdict is `start`: then nothing is read ahead here, and the WAL's
+    // verification has the disk to itself.
     let reading_ahead = args.read_ahead.then(|| {
         warm::start_unless_handed_off(
             &cfg.paths,
