@@ -245,8 +245,6 @@ fn file_bytes(files: &[PathBuf]) -> u64 {
 #[derive(Debug)]
 pub struct ReadAhead {
     stop: Arc<AtomicBool>,
-    /// Set by the thread when the sidecar takes the db over.
-    handed_off: Arc<AtomicBool>,
     done: mpsc::Receiver<Warmed>,
 }
 
@@ -315,10 +313,10 @@ pub fn start_unless_handed_off(
     spawn(move || {
         let files = targets(&paths);
         let need = file_bytes(&files);
-        let handed_off = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref())
-            .is_some_and(|h| h.holds(need));
-        if handed_off {
-            return Plan::HandedOff;
+        if let Some(h) = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref()) {
+            if h.holds(need) {
+                return Plan::HandedOff;
+            }
         }
         fits(memory(), dir_bytes(&paths.wal_dir), need)
             .map(|()| Plan::Advise(files))
@@ -396,10 +394,8 @@ enum Plan {
 
 fn spawn(plan: impl FnOnce() -> Plan + Send + 'static) -> ReadAhead {
     let stop = Arc::new(AtomicBool::new(false));
-    let handed_off = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = Arc::clone(&stop);
-    let handing = Arc::clone(&handed_off);
     let spawned = thread::Builder::new()
         .name("read-ahead".into())
         .spawn(move || {
@@ -409,24 +405,17 @@ fn spawn(plan: impl FnOnce() -> Plan + Send + 'static) -> ReadAhead {
                     skipped: Some(skipped),
                     ..Warmed::default()
                 },
-                Plan::HandedOff => {
-                    handing.store(true, Ordering::Relaxed);
-                    Warmed {
-                        handed_off: true,
-                        ..Warmed::default()
-                    }
-                }
+                Plan::HandedOff => Warmed {
+                    handed_off: true,
+                    ..Warmed::default()
+                },
             };
             let _ = tx.send(warmed);
         });
     if let Err(e) = spawned {
         tracing::debug!(error = %e, "no read-ahead: cannot start its thread");
     }
-    ReadAhead {
-        stop,
-        handed_off,
-        done,
-    }
+    ReadAhead { stop, done }
 }
 
 /// Advises `files` in order, until `stop` is set.
@@ -513,11 +502,11 @@ impl ReadAhead {
     }
 
     /// Ends the read-ahead: lets it run to its end when `etcd_reads` (the
-    /// verdict is `start`) and the sidecar does not take over, waiting for it
-    /// no later than `deadline`; stops it otherwise (at its next chunk). Returns what was advised, `None` when it had not finished by
-    /// the deadline.
+    /// verdict is `start`), waiting for it no later than `deadline`; stops it
+    /// otherwise (at its next chunk). Returns what was advised, `None` when it
+    /// had not finished by the deadline.
     pub fn finish(self, etcd_reads: bool, deadline: Instant) -> Option<Warmed> {
-        if !etcd_reads || self.handed_off.load(Ordering::Relaxed) {
+        if !etcd_reads {
             self.stop.store(true, Ordering::Relaxed);
         }
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -796,7 +785,7 @@ mod tests {
         assert!(run().handed_off, "room for the db exactly");
         h.room = Some((1 << 20) - 1);
         write(&h);
-        assert!(!run().handed_off, "no room");
+        assert_eq!((run().files, run().handed_off), (1, false), "no room");
         h.room = None;
         h.pod_uid = Some("pod-b".into());
         write(&h);

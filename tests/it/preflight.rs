@@ -815,9 +815,9 @@ fn evict(file: &Path) {
 }
 
 /// As in a Pod: the sidecar (`serve`, a native sidecar) starts first and says
-/// it will read the backend ahead; preflight then stops its own read-ahead at
-/// its verdict and leaves the rest to the sidecar, which reads it once the
-/// verdict is `start` (while etcd would replay its WAL). The verdict and the
+/// it will read the backend ahead; preflight then reads nothing ahead and
+/// leaves it to the sidecar, which reads it once the verdict is `start`
+/// (while etcd would start). The verdict and the
 /// report are the same as preflight's alone, and for a refusal the sidecar
 /// reads nothing ahead.
 #[test]
