@@ -8,6 +8,7 @@
 //! debris) is decided by [`layout`] and, above it, the verdict.
 
 pub mod bbolt;
+pub mod crc;
 pub(crate) mod dir;
 pub mod ids;
 pub mod layout;

@@ -261,7 +261,7 @@ fn parse_snap(path: &Path, bytes: &[u8]) -> Result<SnapFile, SnapError> {
     if data.is_empty() || crc == 0 {
         return Err(SnapError::Empty { path: p() });
     }
-    let computed = crc32c::crc32c(data);
+    let computed = crate::disk::crc::of(data);
     if computed != crc {
         return Err(SnapError::CrcMismatch {
             path: p(),

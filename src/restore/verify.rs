@@ -111,7 +111,7 @@ impl Content {
         db.for_each_kv(KEY_BUCKET, |k, v| {
             let main = main_revision(k);
             if main.is_none_or(|m| m <= max_revision) {
-                c.kv_hash = crc32c::crc32c_append(crc32c::crc32c_append(c.kv_hash, k), v);
+                c.kv_hash = crate::disk::crc::append(crc32c::crc32c_append(c.kv_hash, k), v);
                 c.keys += 1;
             }
             if let Some(main) = main {

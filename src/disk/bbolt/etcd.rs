@@ -268,7 +268,7 @@ impl Db {
             let is_key_bucket = bucket == b"key";
             hash = crc32c::crc32c_append(hash, kv.key);
             if !kv.is_bucket {
-                hash = crc32c::crc32c_append(hash, kv.value);
+                hash = crate::disk::crc::append(hash, kv.value);
             }
             // 3.6+ etcdutl fails on a `key` value that is not a KeyValue.
             if v36 && is_key_bucket && !kv.is_bucket {

@@ -219,7 +219,7 @@ impl Db {
                     .or_insert(Seen { at: None, top });
                 return ControlFlow::Continue(());
             }
-            let crc = crc32c::crc32c_append(crc32c::crc32c(k), v);
+            let crc = crate::disk::crc::append(crc32c::crc32c(k), v);
             let len = k.len() + v.len();
             scanned += len;
             for (tail, &c) in tails.iter_mut().zip(compacts) {

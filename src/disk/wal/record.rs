@@ -94,7 +94,7 @@ impl State {
             self.opening_crc = Some((offset, rec.crc));
         }
         if rec.rtype != CRC_TYPE {
-            self.crc = crc32c::crc32c_append(self.crc, rec.data);
+            self.crc = crate::disk::crc::append(self.crc, rec.data);
             if self.crc != rec.crc {
                 return Err(torn_or(CorruptKind::CrcMismatch {
                     expected: self.crc,
