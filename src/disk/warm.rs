@@ -307,13 +307,13 @@ pub fn start_unless_handed_off(
     paths: &Paths,
     memory: impl FnOnce() -> Option<Memory> + Send + 'static,
     handoff: PathBuf,
-    this_start: (Option<String>, Option<String>),
+    this_start: PodStart,
 ) -> ReadAhead {
     let paths = paths.clone();
     spawn(move || {
         let files = targets(&paths);
         let need = file_bytes(&files);
-        if let Some(h) = Handoff::read(&handoff, this_start.0.as_deref(), this_start.1.as_deref()) {
+        if let Some(h) = Handoff::read(&handoff, &this_start) {
             if h.holds(need) {
                 return Plan::HandedOff;
             }
@@ -353,11 +353,10 @@ impl Handoff {
         self.room.is_none_or(|room| room >= need)
     }
 
-    /// Reads the handoff at `path` if it is of this Pod start: one whose Pod
-    /// UID or boot ID differs from this process's is of an earlier one (a
-    /// record either side lacks proves nothing, as for the verdict file).
-    /// `None` when there is none, it cannot be read, or it is not of this start.
-    pub fn read(path: &Path, pod_uid: Option<&str>, boot_id: Option<&str>) -> Option<Handoff> {
+    /// Reads the handoff at `path` if it is of `this_start` (as for the
+    /// verdict file, [`PodStart::differs`]). `None` when there is none, it
+    /// cannot be read, or it is of an earlier start.
+    pub fn read(path: &Path, this_start: &PodStart) -> Option<Handoff> {
         use std::io::Read;
         let file = File::options()
             .read(true)
@@ -367,14 +366,41 @@ impl Handoff {
         let mut bytes = Vec::new();
         file.take(MAX_HANDOFF_BYTES).read_to_end(&mut bytes).ok()?;
         let h: Handoff = serde_json::from_slice(&bytes).ok()?;
-        for (theirs, ours) in [(&h.pod_uid, pod_uid), (&h.boot_id, boot_id)] {
-            if let (Some(theirs), Some(ours)) = (theirs.as_deref(), ours) {
+        this_start
+            .differs(h.pod_uid.as_deref(), h.boot_id.as_deref())
+            .is_none()
+            .then_some(h)
+    }
+}
+
+/// What identifies a Pod start, to tell a file this start wrote in the shared
+/// volume (preflight's verdict, the sidecar's [`Handoff`]) from one an earlier
+/// start left there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodStart {
+    /// The Pod's UID (`POD_UID`), when known.
+    pub pod_uid: Option<String>,
+    /// The node's boot ID, when readable.
+    pub boot_id: Option<String>,
+}
+
+impl PodStart {
+    /// Why a file written with this Pod UID and boot ID is not of this start,
+    /// if it is not: a different Pod, or a node boot since. A record the file
+    /// or this process lacks proves nothing either way (an older preflight
+    /// wrote neither).
+    pub fn differs(&self, pod_uid: Option<&str>, boot_id: Option<&str>) -> Option<String> {
+        for (theirs, ours, what) in [
+            (pod_uid, self.pod_uid.as_deref(), "Pod"),
+            (boot_id, self.boot_id.as_deref(), "node boot"),
+        ] {
+            if let (Some(theirs), Some(ours)) = (theirs, ours) {
                 if theirs != ours {
-                    return None;
+                    return Some(format!("written in {what} {theirs}, this is {what} {ours}"));
                 }
             }
         }
-        Some(h)
+        None
     }
 }
 
@@ -742,7 +768,10 @@ mod tests {
         std::fs::write(paths.snap_dir.join("db"), vec![1u8; 1 << 20]).unwrap();
         let handoff = dir.path().join(HANDOFF_FILE);
         let deadline = Instant::now() + Duration::from_secs(30);
-        let this = || (Some("pod-a".to_owned()), Some("boot-1".to_owned()));
+        let this = || PodStart {
+            pod_uid: Some("pod-a".to_owned()),
+            boot_id: Some("boot-1".to_owned()),
+        };
         let run = || {
             start_unless_handed_off(&paths, || None, handoff.clone(), this())
                 .finish(true, deadline)

@@ -60,40 +60,13 @@ pub enum VerdictFileError {
     },
 }
 
-/// What identifies this Pod start, to tell this start's verdict file from one
-/// an earlier start left in a kept volume.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodStart {
-    /// This Pod's UID (`POD_UID`), when known.
-    pub pod_uid: Option<String>,
-    /// The node's boot ID, when readable.
-    pub boot_id: Option<String>,
-}
+pub use crate::disk::warm::PodStart;
 
-impl PodStart {
-    /// This process's Pod start: `pod_uid` and the kernel's boot ID.
-    pub fn current(pod_uid: Option<String>) -> PodStart {
-        PodStart {
-            pod_uid,
-            boot_id: crate::evidence::boot_id(),
-        }
-    }
-
-    /// Why `file` is not of this Pod start, if it is not. A record the file
-    /// or this process lacks proves nothing either way (an older preflight
-    /// wrote neither).
-    pub fn mismatch(&self, file: &VerdictFile) -> Option<String> {
-        for (theirs, ours, what) in [
-            (&file.pod_uid, &self.pod_uid, "Pod"),
-            (&file.boot_id, &self.boot_id, "node boot"),
-        ] {
-            if let (Some(theirs), Some(ours)) = (theirs, ours) {
-                if theirs != ours {
-                    return Some(format!("written in {what} {theirs}, this is {what} {ours}"));
-                }
-            }
-        }
-        None
+/// This process's Pod start: `pod_uid` and the kernel's boot ID.
+pub fn this_pod_start(pod_uid: Option<String>) -> PodStart {
+    PodStart {
+        pod_uid,
+        boot_id: crate::evidence::boot_id(),
     }
 }
 
@@ -128,7 +101,7 @@ pub fn read_verdict(
         path: path.to_owned(),
         detail: e.to_string(),
     })?;
-    if let Some(detail) = this_start.mismatch(&file) {
+    if let Some(detail) = this_start.differs(file.pod_uid.as_deref(), file.boot_id.as_deref()) {
         return Err(VerdictFileError::EarlierPodStart {
             path: path.to_owned(),
             detail,

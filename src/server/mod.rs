@@ -169,7 +169,7 @@ pub async fn run(
     // before preflight has written it.
     tasks.spawn(boot::watch_verdict(
         config.verdict_file.clone(),
-        boot::PodStart::current(config.pod_uid.clone()),
+        boot::this_pod_start(config.pod_uid.clone()),
         config.poll_interval.min(Duration::from_secs(1)),
         config.poll_timeout,
         verdict_tx,
@@ -179,7 +179,7 @@ pub async fn run(
     // The backend read ahead for etcd once this Pod start's verdict is
     // `start`, while etcd starts (warm.rs); preflight is told so.
     let handoff = if config.read_ahead {
-        let this_start = boot::PodStart::current(config.pod_uid.clone());
+        let this_start = boot::this_pod_start(config.pod_uid.clone());
         let handoff = warm::announce(config.verdict_file.clone(), this_start).await;
         tasks.spawn(warm::read_ahead_on_start(
             crate::disk::layout::Paths::new(&config.data_dir, config.wal_dir.as_deref()),

@@ -71,7 +71,10 @@ pub fn run(args: &PreflightArgs) -> crate::error::Result<Exit> {
             &cfg.paths,
             warm::Memory::of_this_process,
             cfg.verdict_path().with_file_name(warm::HANDOFF_FILE),
-            (cfg.me.pod_uid.clone(), evidence::boot_id()),
+            warm::PodStart {
+                pod_uid: cfg.me.pod_uid.clone(),
+                boot_id: evidence::boot_id(),
+            },
         )
     });
     let mut report = decide(&cfg)?;
