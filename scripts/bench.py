@@ -391,15 +391,18 @@ def main():
     # group per core, balanced by bytes, each group read by its own `dd` chain,
     # all at once (what preflight's readers do, without the CRC and the parse).
     cores = os.cpu_count() or 1
-    groups = [[] for _ in range(cores)]
-    sizes = [0] * cores
-    for f in sorted(wal, key=os.path.getsize, reverse=True):
-        i = sizes.index(min(sizes))
-        groups[i].append(f)
-        sizes[i] += os.path.getsize(f)
-    every_core = ["bash", "-c", " ".join(
-        "( " + " ".join(f"dd if={f} of=/dev/null bs=1M status=none;" for f in g) + " ) &"
-        for g in groups if g) + " wait"]
+
+    def every_core_of(files):
+        groups = [[] for _ in range(cores)]
+        sizes = [0] * cores
+        for f in sorted(files, key=os.path.getsize, reverse=True):
+            i = sizes.index(min(sizes))
+            groups[i].append(f)
+            sizes[i] += os.path.getsize(f)
+        return ["bash", "-c", " ".join(
+            "( " + " ".join(f"dd if={f} of=/dev/null bs=1M status=none;" for f in g) + " ) &"
+            for g in groups if g) + " wait"]
+    every_core = every_core_of(wal)
     cmds = {
         "raw WAL": dd(wal),
         "raw WAL, every core": every_core,
@@ -455,14 +458,27 @@ def main():
         asked = [e for e in doc.get("evidence", []) if e.get("source") == "etcd"]
         if out.returncode != 0 or doc.get("verdict") != "start" or not any(e.get("answered") for e in asked):
             sys.exit(f"bench: preflight with peers did not start on the peers' word: {out.stdout[:2000]}")
+        # The peers have just written the db they received (twice its size
+        # in all) and the joined copy its WAL: let the kernel write them back
+        # before anything is timed, so that the flush lands on no measurement.
+        os.sync()
+        # The floor's read, interleaved with preflight on the files it reads,
+        # in the same conditions (the peers up beside both).
+        floor_read = every_core_of(sorted(glob.glob(os.path.join(copy, "member/wal/*.wal"))))
         run_once(argv, penv)
-        times["preflight, peers up"] = []
+        run_once(floor_read)
+        times["preflight, peers up"], times["raw WAL, every core, peers up"] = [], []
         for _ in range(a.rounds * a.runs):
             took, _, code = run_once(argv, penv)
             if code != 0:
                 sys.exit(f"bench: preflight with peers exited {code}")
             times["preflight, peers up"].append(took)
-        med["preflight, peers up"] = statistics.median(times["preflight, peers up"])
+            took, _, code = run_once(floor_read)
+            if code != 0:
+                sys.exit(f"bench: the floor's read exited {code}")
+            times["raw WAL, every core, peers up"].append(took)
+        for k in ("preflight, peers up", "raw WAL, every core, peers up"):
+            med[k] = statistics.median(times[k])
         # Where a warm preflight's time goes, from its own report: the whole
         # decision (`elapsed_ms`; the rest of the wall time is the process's
         # start and exit), the data dir's read and the peers' answers (those
@@ -495,7 +511,7 @@ def main():
     # Measured, not the one-core read divided by the cores: two readers of the
     # page cache share its memory bandwidth (the division, an ideal no reader
     # reaches here, stays reported beside it).
-    floor = med["raw WAL, every core"] + med["round trip to the peers"]
+    floor = med["raw WAL, every core, peers up"] + med["round trip to the peers"]
     med["warm floor"] = floor
     ideal = med["raw WAL"] / cores + med["round trip to the peers"]
     ratios = {
