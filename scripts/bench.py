@@ -532,6 +532,9 @@ def main():
             med["cold: preflight + etcd, 256 MiB limit"] / med["cold: etcd alone"],
         "warm_preflight_vs_floor": med["preflight, peers up"] / floor,
         "warm_preflight_vs_one_core_read_over_cores": med["preflight, peers up"] / ideal,
+        # The same comparison before the peers are up: preflight alone (it asks
+        # nobody) against the every-core read, interleaved in the first rounds.
+        "warm_preflight_alone_vs_raw_every_core": med["preflight"] / med["raw WAL, every core"],
         # The least a guarded cold start can take: the cold read of what etcd
         # reads (WAL and db), then etcd's warm start; against etcd alone, cold.
         "cold_bound_vs_unguarded": (med["cold: raw read WAL+db"] + med["etcd restart, peers up"])
