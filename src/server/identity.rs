@@ -269,6 +269,10 @@ pub struct Observation<'a> {
     /// Why no verdict of this Pod start is known yet (`None` once one is, or
     /// when nobody looked).
     pub preflight_waiting: Option<&'a str>,
+    /// Why the WAL at boot is not known yet, while its read has outlasted its
+    /// bound (a volume that does not answer): the member is not ready
+    /// meanwhile, since the checks against it cannot be made.
+    pub wal_at_boot_pending: Option<&'a str>,
 }
 
 /// The reasons the member is not the one expected, or not fit to serve; empty
@@ -293,6 +297,9 @@ pub fn assess(o: Observation<'_>) -> Vec<String> {
             reason.push_str(&v.remedy);
         }
         reasons.push(reason);
+    }
+    if let Some(pending) = o.wal_at_boot_pending {
+        reasons.push(pending.to_owned());
     }
     let member = match o.answer {
         Ok(member) => member,
@@ -525,6 +532,7 @@ mod tests {
             wal_at_boot: wal,
             preflight: None,
             preflight_waiting: None,
+            wal_at_boot_pending: None,
         })
     }
 
@@ -667,6 +675,7 @@ mod tests {
             wal_at_boot: None,
             preflight: Some(&v),
             preflight_waiting: None,
+            wal_at_boot_pending: None,
         });
         assert_eq!(reasons.len(), 1);
         assert!(
@@ -692,6 +701,7 @@ mod tests {
             wal_at_boot: None,
             preflight: Some(&v),
             preflight_waiting: Some("ignored: a verdict is known"),
+            wal_at_boot_pending: None,
         });
         assert_eq!(reasons.len(), 2, "{reasons:?}");
         assert_eq!(
@@ -714,6 +724,7 @@ mod tests {
                 wal_at_boot: None,
                 preflight: None,
                 preflight_waiting: Some(waiting),
+                wal_at_boot_pending: None,
             })
         };
         let reasons = observe(Err("connection refused"));

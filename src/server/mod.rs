@@ -53,7 +53,7 @@ pub use identity::{
 };
 
 use metrics::Metrics;
-use poller::{Boot, HazardState, OperatorState, Poller};
+use poller::{Boot, HazardState, OperatorState, PendingWal, Poller};
 
 /// Why `serve` could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -416,18 +416,38 @@ fn flatten_http(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Optio
     }
 }
 
-/// The WAL, read once in the blocking pool (the verdict file is watched by
+/// How long the poller waits for the WAL's read at boot before it starts
+/// without it: the member is then not ready, saying why, until the read ends.
+/// The short read takes tens of milliseconds; reading a large WAL whole, cold,
+/// at the lowest priority beside preflight, a few seconds.
+const BOOT_READ_BOUND: Duration = Duration::from_secs(30);
+
+/// The WAL, read once on a thread of its own (the verdict file is watched by
 /// [`boot::watch_verdict`]).
 async fn read_boot(config: &Config) -> Boot {
     let data_dir = config.data_dir.clone();
     let wal_dir = config.wal_dir.clone();
+    read_boot_within(
+        move || boot::read_wal(&data_dir, wal_dir.as_deref()),
+        BOOT_READ_BOUND,
+    )
+    .await
+}
+
+/// [`read_boot`] with its read and its bound: a read that outlasts the bound
+/// is left running, and its result comes to the poller through
+/// [`Boot::pending`].
+async fn read_boot_within(
+    read: impl FnOnce() -> identity::WalIdentity + Send + 'static,
+    bound: Duration,
+) -> Boot {
     // On a thread of its own at the lowest CPU priority, with one reader: as
     // a native sidecar this runs while preflight verifies the WAL on every
     // core, cold after a node's reboot, and must not slow the verdict. It
     // reads the first and last segments only, when they read clean
     // (boot::read_wal); the whole WAL read here used to slow a cold preflight
     // from 0.98 to 1.23 s (1.1 GiB, etcd 3.5.1).
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new()
         .name("boot-wal".into())
         .spawn(move || {
@@ -435,10 +455,23 @@ async fn read_boot(config: &Config) -> Boot {
             if let Err(e) = rustix::process::setpriority_process(Some(tid), 19) {
                 tracing::debug!(error = %e, "cannot lower the boot read's priority");
             }
-            let _ = tx.send(boot::read_wal(&data_dir, wal_dir.as_deref()));
+            let _ = tx.send(read());
         });
     let read = match spawned {
-        Ok(_) => rx.await.map_err(|e| e.to_string()),
+        Ok(_) => match tokio::time::timeout(bound, &mut rx).await {
+            Ok(read) => read.map_err(|e| e.to_string()),
+            Err(_) => {
+                let reason = format!(
+                    "the WAL at boot is not read yet: its read has not finished in {}s (is the volume answering?); the checks against it wait for it",
+                    bound.as_secs()
+                );
+                tracing::warn!("{reason}");
+                return Boot {
+                    wal: None,
+                    pending: Some(PendingWal { reason, result: rx }),
+                };
+            }
+        },
         Err(e) => Err(e.to_string()),
     };
     let wal = match read {
@@ -457,5 +490,64 @@ async fn read_boot(config: &Config) -> Boot {
             None
         }
     };
-    Boot { wal }
+    Boot { wal, pending: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read of the WAL at boot that hangs (a volume that does not answer;
+    /// here a read held until the test lets it go) does not hold the poller
+    /// past its bound: the member is not ready meanwhile, saying why, and the
+    /// read's result is taken when it comes.
+    #[tokio::test]
+    async fn a_boot_read_past_its_bound_holds_readiness_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(data.join("member/wal")).unwrap();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let read = move || {
+            held.recv().unwrap();
+            boot::read_wal(&data, None)
+        };
+        let mut boot = read_boot_within(read, Duration::from_millis(300)).await;
+        assert!(boot.wal.is_none());
+        let reason = boot
+            .pending
+            .as_ref()
+            .expect("the read is pending")
+            .reason
+            .clone();
+        assert!(
+            reason.contains("the WAL at boot is not read yet"),
+            "{reason}"
+        );
+        let expected = identity::expect(None, None, None);
+        let observe = |pending: Option<&str>| {
+            identity::assess(identity::Observation {
+                endpoint: "http://127.0.0.1:2379",
+                answer: Err("not polled yet"),
+                expected: &expected,
+                wal_at_boot: None,
+                preflight: None,
+                preflight_waiting: None,
+                wal_at_boot_pending: pending,
+            })
+        };
+        assert!(observe(Some(&reason)).contains(&reason));
+        boot.settle();
+        assert!(boot.pending.is_some(), "still held");
+
+        release.send(()).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while boot.pending.is_some() {
+            assert!(std::time::Instant::now() < deadline, "the read never ended");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            boot.settle();
+        }
+        let wal = boot.wal.expect("the late result is taken");
+        assert_eq!(wal.state, "empty", "{wal:?}");
+        assert!(!observe(None).iter().any(|r| r.contains("not read yet")));
+    }
 }

@@ -54,10 +54,50 @@ pub struct HazardState {
 }
 
 /// The expectations read once at boot.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Boot {
     /// The WAL at boot.
     pub wal: Option<WalIdentity>,
+    /// The read of the WAL at boot, while it has outlasted its bound.
+    pub pending: Option<PendingWal>,
+}
+
+/// A read of the WAL at boot that had not finished within its bound: why the
+/// member is not ready meanwhile, and where the read's result comes.
+#[derive(Debug)]
+pub struct PendingWal {
+    /// The reason readiness gives.
+    pub reason: String,
+    /// The read's result, when it comes.
+    pub result: tokio::sync::oneshot::Receiver<WalIdentity>,
+}
+
+impl Boot {
+    /// Takes the result of a read that outlasted its bound, if it has come. A
+    /// read whose thread ended without one (it panicked) counts as a read that
+    /// failed at boot: no WAL at boot, as before the bound.
+    pub fn settle(&mut self) {
+        use tokio::sync::oneshot::error::TryRecvError;
+        let Some(pending) = self.pending.as_mut() else {
+            return;
+        };
+        match pending.result.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            Ok(wal) => {
+                tracing::info!(
+                    state = %wal.state,
+                    commit = wal.commit_index,
+                    "read the WAL at boot, late"
+                );
+                self.wal = Some(wal);
+                self.pending = None;
+            }
+            Err(TryRecvError::Closed) => {
+                tracing::warn!("reading the WAL at boot failed");
+                self.pending = None;
+            }
+        }
+    }
 }
 
 /// Everything the poller reads and writes.
@@ -248,6 +288,7 @@ impl Poller {
             // replaying after a restart reports its commit index rising batch
             // by batch: a regression is latched only when the WAL on disk does
             // not reach the mark either.
+            self.boot.settle();
             let wal_end = match (&answer, &last) {
                 (Ok(()), Some(m)) if polled && self.below_a_mark(m) => self.wal_end().await,
                 _ => None,
@@ -462,6 +503,7 @@ impl Poller {
             wal_at_boot: self.boot.wal.as_ref(),
             preflight: preflight.verdict.as_ref(),
             preflight_waiting: preflight.waiting.as_deref(),
+            wal_at_boot_pending: self.boot.pending.as_ref().map(|p| p.reason.as_str()),
         });
         let terms = match preflight.verdict.as_ref() {
             Some(v) => v.witness.clone(),
