@@ -216,6 +216,10 @@ impl Poller {
         // witnesses' last renewal at shutdown is about.
         let mut consistent: Option<(LocalMember, crate::evidence::mark::Incarnation)> = None;
         loop {
+            // A read of the WAL at boot that outlasted its bound: taken before
+            // the poll, so that a commit index it recorded is never set
+            // against a member polled before it was read.
+            self.boot.settle();
             let polled = tokio::select! {
                 () = shutdown.cancelled() => break,
                 _ = tick.tick() => true,
@@ -288,7 +292,6 @@ impl Poller {
             // replaying after a restart reports its commit index rising batch
             // by batch: a regression is latched only when the WAL on disk does
             // not reach the mark either.
-            self.boot.settle();
             let wal_end = match (&answer, &last) {
                 (Ok(()), Some(m)) if polled && self.below_a_mark(m) => self.wal_end().await,
                 _ => None,
