@@ -530,7 +530,16 @@ def main():
             med["cold: preflight + etcd, no read-ahead"] / med["cold: etcd alone"],
         "cold_guarded_256mib_limit_vs_unguarded":
             med["cold: preflight + etcd, 256 MiB limit"] / med["cold: etcd alone"],
-        "warm_preflight_vs_floor": med["preflight, peers up"] / floor,
+        # The goal's ratio: the worse of two comparisons made in the same
+        # conditions, interleaved. With the peers up (preflight asks them),
+        # against the floor's read of the same files then; and before the peers
+        # are up, preflight alone (it asks nobody) against the every-core read
+        # then. The peers share this machine's cores (in a cluster they run
+        # elsewhere) and slow the floor's 2 + 18 processes more than the one
+        # preflight, so the first alone would flatter preflight.
+        "warm_preflight_vs_floor": max(med["preflight, peers up"] / floor,
+                                       med["preflight"] / med["raw WAL, every core"]),
+        "warm_preflight_peers_up_vs_floor_peers_up": med["preflight, peers up"] / floor,
         "warm_preflight_vs_one_core_read_over_cores": med["preflight, peers up"] / ideal,
         # The same comparison before the peers are up: preflight alone (it asks
         # nobody) against the every-core read, interleaved in the first rounds.
